@@ -1,0 +1,123 @@
+"""SwAMP: swapped assignments of multimodal pairs (Kim et al., AISTATS 2023).
+
+Shared prototypes P (K, D) give p(y|x^M) = softmax(<p_y, phi^M(x)> / tau) for each
+modality M. The current batch is pushed into a FIFO queue of recent embedding pairs,
+Sinkhorn–Knopp on (batch + queue) turns modality B's log-probabilities into balanced
+targets q^A for modality A and vice versa (the swap, paper Eq. 4), and the batch rows
+of those targets supervise both classifiers (Eq. 5). Total loss (Eq. 6):
+contrastive_weight * L_c + lambda * L_s.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from baselines.contrastive import hinge_max_violation
+from harness.method import Method
+from harness.ot import sinkhorn
+from harness.params import require
+from harness.registry import METHODS
+
+
+def swapped_targets(logp_a: torch.Tensor, logp_b: torch.Tensor, *, eta: float, n_iters: int,
+                    hard: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """Targets (q_a, q_b), each (N, K): q_a from modality b's log p(y|x), q_b from a's (Alg. 1, step 4)."""
+    q_a = sinkhorn(logp_b, eta, n_iters)
+    q_b = sinkhorn(logp_a, eta, n_iters)
+    if hard:
+        q_a = F.one_hot(q_a.argmax(1), q_a.shape[1]).to(q_a.dtype)
+        q_b = F.one_hot(q_b.argmax(1), q_b.shape[1]).to(q_b.dtype)
+    return q_a, q_b
+
+
+def swamp_loss(logp_a: torch.Tensor, logp_b: torch.Tensor, q_a: torch.Tensor, q_b: torch.Tensor) -> torch.Tensor:
+    """L_s (paper Eq. 5): mean over the batch of CE(q^A, p(.|x^A)) + CE(q^B, p(.|x^B)); all (B, K)."""
+    return -(q_a * logp_a).sum(1).mean() - (q_b * logp_b).sum(1).mean()
+
+
+@dataclass(frozen=True)
+class SwAMPParams:
+    K: int = 1000
+    queue: int = 1280
+    tau: float = 0.01
+    eta: float = 20.0
+    lam: float = field(default=1.0, metadata={"key": "lambda"})
+    contrastive_weight: float = 1.0
+    margin: float = 0.2
+    sinkhorn_iters: int = 3
+    hard: bool = False
+    strict_queue: bool = True
+
+    def check(self, where: str) -> None:
+        require(self.K >= 2, where, f"K must be >= 2, got {self.K}")
+        require(self.queue >= 0, where, f"queue must be >= 0, got {self.queue}")
+        require(not self.strict_queue or self.queue > self.K, where,
+                f"queue ({self.queue}) must exceed K ({self.K}) so the uniform class marginal is meaningful "
+                "(paper Sec. 3); raise queue, lower K, or set strict_queue: false for the queue ablation")
+        require(self.tau > 0 and self.eta > 0, where, "tau and eta must be > 0")
+        require(self.lam >= 0 and self.contrastive_weight >= 0, where, "lambda and contrastive_weight must be >= 0")
+        require(self.lam > 0 or self.contrastive_weight > 0, where, "lambda and contrastive_weight are both 0")
+        require(self.sinkhorn_iters >= 1, where, "sinkhorn_iters must be >= 1")
+
+
+class EmbeddingQueue(nn.Module):
+    """FIFO of the latest ``size`` detached (a, b) embedding pairs; newest rows first."""
+
+    def __init__(self, size: int, dim: int):
+        super().__init__()
+        self.size = size
+        self.register_buffer("a", torch.zeros(size, dim))
+        self.register_buffer("b", torch.zeros(size, dim))
+        self.register_buffer("filled", torch.zeros((), dtype=torch.long))
+
+    def with_batch(self, emb_a: torch.Tensor, emb_b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Batch rows followed by the queued rows (N = B + filled), detached."""
+        n = int(self.filled)
+        return (torch.cat([emb_a.detach(), self.a[:n]]), torch.cat([emb_b.detach(), self.b[:n]]))
+
+    @torch.no_grad()
+    def push(self, emb_a: torch.Tensor, emb_b: torch.Tensor) -> None:
+        """Insert a batch, dropping the oldest rows beyond ``size``."""
+        if self.size == 0:
+            return
+        self.a.copy_(torch.cat([emb_a.detach(), self.a])[: self.size])
+        self.b.copy_(torch.cat([emb_b.detach(), self.b])[: self.size])
+        self.filled.fill_(min(self.size, int(self.filled) + len(emb_a)))
+
+
+@METHODS.register("swamp")
+class SwAMP(Method):
+    """SwAMP on modality-wise embeddings (optionally plus the contrastive hinge)."""
+
+    Params = SwAMPParams
+
+    def __init__(self, encoders: dict[str, nn.Module], params: SwAMPParams):
+        super().__init__(encoders, params)
+        self.prototypes = nn.Parameter(F.normalize(torch.randn(params.K, self.embed_dim), dim=1))
+        self.queue = EmbeddingQueue(params.queue, self.embed_dim)
+
+    def log_probs(self, emb: torch.Tensor) -> torch.Tensor:
+        """log p(y|x) (N, K) from unit-norm embeddings and unit-norm prototypes, temperature tau."""
+        return F.log_softmax(emb @ F.normalize(self.prototypes, dim=1).T / self.params.tau, dim=1)
+
+    def loss(self, x_a: Any, x_b: Any) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        p = self.params
+        emb_a, emb_b = self.encode("a", x_a), self.encode("b", x_b)  # (B, D)
+        all_a, all_b = self.queue.with_batch(emb_a, emb_b)  # (N, D), batch first
+        q_a, q_b = swapped_targets(self.log_probs(all_a), self.log_probs(all_b),
+                                   eta=p.eta, n_iters=p.sinkhorn_iters, hard=p.hard)
+        batch = len(emb_a)
+        l_s = swamp_loss(self.log_probs(emb_a), self.log_probs(emb_b), q_a[:batch], q_b[:batch])
+        self.queue.push(emb_a, emb_b)
+        logs = {"swamp": l_s.detach()}
+        total = p.lam * l_s
+        if p.contrastive_weight > 0:
+            l_c = hinge_max_violation(emb_a, emb_b, p.margin)
+            total = total + p.contrastive_weight * l_c
+            logs["contrastive"] = l_c.detach()
+        logs["loss"] = total.detach()
+        return total, logs

@@ -1,0 +1,46 @@
+"""Fully connected encoder (the synthetic benchmark's two hidden layers of 50 units)."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from harness.params import require
+from harness.registry import ENCODERS
+
+
+@dataclass(frozen=True)
+class MLPParams:
+    hidden: tuple[int, ...] = (50, 50)
+    dim: int = 5
+
+    def check(self, where: str) -> None:
+        require(self.dim > 0 and all(h > 0 for h in self.hidden), where, "dim and hidden sizes must be positive")
+
+
+class MLP(nn.Module):
+    """Flatten, then Linear+ReLU for each hidden size, then a linear projection to ``dim``."""
+
+    def __init__(self, in_features: int, hidden: tuple[int, ...], dim: int):
+        super().__init__()
+        sizes = [in_features, *hidden]
+        layers: list[nn.Module] = [nn.Flatten()]
+        for fan_in, fan_out in zip(sizes[:-1], sizes[1:]):
+            layers += [nn.Linear(fan_in, fan_out), nn.ReLU()]
+        layers.append(nn.Linear(sizes[-1], dim))
+        self.net = nn.Sequential(*layers)
+        self.out_dim = dim
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # (B, *in) -> (B, dim)
+        return self.net(x)
+
+
+@ENCODERS.register("mlp")
+class MLPEncoder:
+    Params = MLPParams
+
+    @staticmethod
+    def build(input_shape: tuple[int, ...], p: MLPParams) -> nn.Module:
+        return MLP(math.prod(input_shape), p.hidden, p.dim)

@@ -1,0 +1,46 @@
+"""The interface every method in ``baselines/`` implements.
+
+A method owns its encoders (and any extra parameters or state such as SwAMP's
+prototypes and queue). The training loop only calls :meth:`Method.loss`; the
+evaluation only calls :meth:`Method.encode` and :meth:`Method.score`. Methods whose
+similarity is not a dot product (cross attention) override ``score``.
+"""
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+class Method(nn.Module):
+    """Base class: L2-normalised embeddings per modality, cosine similarity."""
+
+    Params: ClassVar[type]
+    registry_name: ClassVar[str]
+
+    def __init__(self, encoders: dict[str, nn.Module], params: Any):
+        super().__init__()
+        self.encoders = nn.ModuleDict(encoders)
+        self.params = params
+
+    @property
+    def embed_dim(self) -> int:
+        """Width of the joint embedding (both encoders must agree)."""
+        dims = {m: enc.out_dim for m, enc in self.encoders.items()}
+        if len(set(dims.values())) != 1:
+            raise ValueError(f"encoders disagree on the embedding size: {dims}")
+        return next(iter(dims.values()))
+
+    def encode(self, modality: str, x: Any) -> torch.Tensor:
+        """(B, D) unit-norm embeddings of a batch of ``modality`` ('a' or 'b') items."""
+        return F.normalize(self.encoders[modality](x), dim=-1)
+
+    def score(self, emb_a: torch.Tensor, emb_b: torch.Tensor) -> torch.Tensor:
+        """(n_a, n_b) similarity of every a item to every b item."""
+        return emb_a @ emb_b.T
+
+    def loss(self, x_a: Any, x_b: Any) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """Training loss of a batch of pairs (row i of x_a with row i of x_b) and detached scalars to log."""
+        raise NotImplementedError

@@ -1,0 +1,116 @@
+"""Turn a YAML mapping into a typed, frozen parameter dataclass, once, at the boundary.
+
+Every configurable part (method, encoder, data source, training settings) declares
+its parameters as a frozen dataclass. :func:`parse` checks the keys (unknown keys
+fail with "did you mean"), the types (an int is accepted for a float, nothing else
+is coerced) and finally calls the dataclass's own ``check()`` for ranges.
+A field may carry ``metadata={"key": "lambda"}`` when its YAML name is a Python keyword.
+"""
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from collections.abc import Mapping
+from typing import Any, TypeVar
+
+from harness.errors import ConfigError, unknown
+
+P = TypeVar("P")
+
+
+def yaml_key(field: dataclasses.Field) -> str:
+    """The name a field has in YAML (its ``metadata['key']`` or its attribute name)."""
+    return field.metadata.get("key", field.name)
+
+
+def keys(cls: type) -> list[str]:
+    """All YAML keys accepted by the parameter dataclass ``cls``."""
+    return [yaml_key(f) for f in dataclasses.fields(cls)]
+
+
+def parse(cls: type[P], raw: Mapping[str, Any] | None, where: str) -> P:
+    """Validate ``raw`` against the dataclass ``cls`` and build it; ``where`` prefixes errors."""
+    raw = dict(raw or {})
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{where} must be a mapping, got {type(raw).__name__}")
+    hints = typing.get_type_hints(cls)
+    by_key = {yaml_key(f): f for f in dataclasses.fields(cls)}
+    values = {}
+    for key, value in raw.items():
+        if key not in by_key:
+            raise unknown("key", str(key), by_key, where)
+        field = by_key[key]
+        values[field.name] = coerce(value, hints[field.name], f"{where}.{key}")
+    missing = [k for k, f in by_key.items() if k not in raw and _required(f)]
+    if missing:
+        raise ConfigError(f"{where} is missing required key(s): {', '.join(missing)}")
+    obj = cls(**values)
+    check = getattr(obj, "check", None)
+    if check is not None:
+        check(where)
+    return obj
+
+
+def _required(field: dataclasses.Field) -> bool:
+    return field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING
+
+
+def coerce(value: Any, hint: Any, where: str) -> Any:
+    """Check ``value`` against the type ``hint``; return it (ints widen to floats, lists to tuples)."""
+    origin = typing.get_origin(hint)
+    args = typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        errors = []
+        for arg in (a for a in args if a is not type(None)):
+            try:
+                return coerce(value, arg, where)
+            except ConfigError as err:
+                errors.append(str(err))
+        raise ConfigError(errors[0])
+    if origin is tuple:
+        if not isinstance(value, (list, tuple)):
+            raise _type_error(value, hint, where)
+        inner = args[0] if args else Any
+        return tuple(coerce(v, inner, f"{where}[{i}]") for i, v in enumerate(value))
+    if origin in (dict, Mapping) or hint in (dict, Any):
+        return value
+    if hint is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        raise _type_error(value, hint, where)
+    if hint is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        raise _type_error(value, hint, where)
+    if hint in (bool, str):
+        if isinstance(value, hint):
+            return value
+        raise _type_error(value, hint, where)
+    if typing.get_origin(hint) is typing.Literal:
+        if value in args:
+            return value
+        raise unknown("value", str(value), [str(a) for a in args], where)
+    raise ConfigError(f"{where}: unsupported parameter type {hint!r}")
+
+
+def _type_error(value: Any, hint: Any, where: str) -> ConfigError:
+    name = getattr(hint, "__name__", str(hint))
+    return ConfigError(f"{where} must be of type {name}, got {value!r} ({type(value).__name__})")
+
+
+def require(condition: bool, where: str, message: str) -> None:
+    """Raise a ConfigError naming ``where`` unless ``condition`` holds (range checks)."""
+    if not condition:
+        raise ConfigError(f"{where}: {message}")
+
+
+def as_dict(obj: Any) -> dict[str, Any]:
+    """The parameters as a plain YAML-keyed dict (for result files)."""
+    out = {}
+    for f in dataclasses.fields(obj):
+        value = getattr(obj, f.name)
+        out[yaml_key(f)] = list(value) if isinstance(value, tuple) else value
+    return out

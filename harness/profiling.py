@@ -1,0 +1,182 @@
+"""Wall-clock and peak-memory measurement that wraps the loops from outside.
+
+* Clocks: ``time.perf_counter`` read only after ``torch.cuda.synchronize`` on CUDA.
+* CPU memory: the process's peak RSS within a phase (Linux: VmHWM after resetting it
+  through /proc/self/clear_refs; elsewhere a 5 ms RSS sampler via psutil).
+* CUDA memory: the caching allocator's peak (``max_memory_allocated``, reset per phase)
+  and NVML's device memory in use, sampled during the phase.
+Fields that cannot be measured here are left out with the reason in ``notes``.
+"""
+from __future__ import annotations
+
+import contextlib
+import statistics
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import psutil
+import torch
+
+MiB = 2**20
+
+
+def synchronize(device: torch.device) -> None:
+    """Wait for queued GPU work so that a clock read afterwards is honest."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+class _Sampler:
+    """Background thread that records the maximum of ``read()`` every ``interval`` seconds."""
+
+    def __init__(self, read: Callable[[], int], interval: float = 0.005):
+        self.read, self.interval, self.peak = read, interval, read()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            self.peak = max(self.peak, self.read())
+
+    def __enter__(self) -> "_Sampler":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.peak = max(self.peak, self.read())
+
+
+class CpuPeakRSS:
+    """Peak resident set size of this process over a ``with`` block, in bytes."""
+
+    _status = Path("/proc/self/status")
+    _clear = Path("/proc/self/clear_refs")
+
+    def __init__(self) -> None:
+        self.method = "VmHWM" if self._can_reset() else "psutil sampler"
+        self.peak = 0
+        self._sampler: _Sampler | None = None
+
+    def _can_reset(self) -> bool:
+        try:
+            self._clear.write_text("5")
+            return self._status.exists()
+        except OSError:
+            return False
+
+    def _hwm(self) -> int:
+        for line in self._status.read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+        raise OSError("VmHWM missing from /proc/self/status")
+
+    def __enter__(self) -> "CpuPeakRSS":
+        if self.method == "VmHWM":
+            self._clear.write_text("5")  # reset the high-water mark to the current RSS
+        else:
+            self._sampler = _Sampler(lambda: psutil.Process().memory_info().rss).__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._sampler is not None:
+            self._sampler.__exit__()
+            self.peak = self._sampler.peak
+        else:
+            self.peak = self._hwm()
+
+
+def _nvml_reader(device: torch.device) -> tuple[Callable[[], int] | None, dict[str, Any], str]:
+    """A callable reading NVML's used memory for ``device``, GPU facts, or the reason it is absent."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        index = device.index if device.index is not None else torch.cuda.current_device()
+        handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+        name = pynvml.nvmlDeviceGetName(handle)
+        info = {"name": name.decode() if isinstance(name, bytes) else name,
+                "memory_total_mib": pynvml.nvmlDeviceGetMemoryInfo(handle).total / MiB,
+                "driver": _text(pynvml.nvmlSystemGetDriverVersion())}
+        return (lambda: int(pynvml.nvmlDeviceGetMemoryInfo(handle).used)), info, ""
+    except Exception as err:  # pynvml missing, no driver, or no device: skip NVML fields
+        return None, {}, f"NVML unavailable: {type(err).__name__}: {err}"
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+class Profiler:
+    """Collects named timings (lists of seconds) and per-phase peak memory for one run."""
+
+    def __init__(self, device: torch.device):
+        self.device = device
+        self.times: dict[str, list[float]] = {}
+        self.memory: dict[str, dict[str, float]] = {}
+        self.notes: list[str] = []
+        self._nvml = None
+        if device.type == "cuda":
+            self._nvml, _, reason = _nvml_reader(device)
+            if reason:
+                self.notes.append(reason)
+        else:
+            self.notes.append("CPU run: CUDA allocator and NVML fields not applicable")
+
+    @contextlib.contextmanager
+    def timer(self, key: str) -> Iterator[None]:
+        """Add the wall-clock of the block (device synchronised at both ends) to ``key``."""
+        synchronize(self.device)
+        start = time.perf_counter()
+        yield
+        synchronize(self.device)
+        self.times.setdefault(key, []).append(time.perf_counter() - start)
+
+    def timed(self, key: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+        """``fn`` wrapped so that every call is timed under ``key``."""
+
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            with self.timer(key):
+                return fn(*args, **kwargs)
+
+        return wrapper
+
+    @contextlib.contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        """Record peak memory (host RSS; on CUDA allocator and NVML) over the block."""
+        cuda = self.device.type == "cuda"
+        if cuda:
+            synchronize(self.device)
+            torch.cuda.reset_peak_memory_stats(self.device)
+        nvml = _Sampler(self._nvml, 0.01) if self._nvml else contextlib.nullcontext()
+        with CpuPeakRSS() as rss, nvml:
+            yield
+            synchronize(self.device)
+        mem = {"cpu_peak_rss_mib": rss.peak / MiB}
+        if cuda:
+            mem["cuda_max_allocated_mib"] = torch.cuda.max_memory_allocated(self.device) / MiB
+            mem["cuda_max_reserved_mib"] = torch.cuda.max_memory_reserved(self.device) / MiB
+        if self._nvml:
+            mem["nvml_peak_used_mib"] = nvml.peak / MiB  # type: ignore[union-attr]
+        self.memory[name] = mem
+
+    def summary(self, warmup: int = 5) -> dict[str, Any]:
+        """Medians, p90s and totals of every timing key (``warmup`` first train steps excluded)."""
+        out: dict[str, Any] = {}
+        for key, values in self.times.items():
+            kept = values[warmup:] if key == "train_step" and len(values) > warmup else values
+            out[key] = {"n": len(kept), "median_s": statistics.median(kept), "p90_s": percentile(kept, 90),
+                        "total_s": sum(values)}
+        return {"timing": out, "memory": self.memory, "notes": list(self.notes)}
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The q-th percentile (linear interpolation) of a non-empty list."""
+    ordered = sorted(values)
+    pos = (len(ordered) - 1) * q / 100.0
+    lo = int(pos)
+    hi = min(lo + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)

@@ -1,0 +1,80 @@
+"""User-supplied paired features: ``<root>/<split>_a.npy``, ``<split>_b.npy``, optional ``<split>_labels.npy``.
+
+Row i of ``a`` is paired with row i of ``b``; any number of rows and any feature
+size work, since encoders size themselves from the arrays.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from harness.data import SPLITS, PairedData, Split
+from harness.errors import DataError
+from harness.params import require
+from harness.registry import SOURCES
+
+
+@dataclass(frozen=True)
+class PairedArraysParams:
+    root: str = ""
+    splits: tuple[str, ...] = SPLITS
+
+    def check(self, where: str) -> None:
+        require(bool(self.root), where, "root is required: the folder holding <split>_a.npy and <split>_b.npy")
+        require(len(self.splits) == 3, where, "splits lists the file prefixes for train, val and test")
+
+
+def _load_array(path: Path, ndim: int | None = None) -> np.ndarray:
+    try:
+        arr = np.load(path, mmap_mode="r")
+    except (OSError, ValueError) as err:
+        raise DataError(f"cannot read {path}: {err}") from err
+    if ndim is not None and arr.ndim != ndim:
+        raise DataError(f"{path} has shape {arr.shape}; expected a {ndim}-D array")
+    return arr
+
+
+def load_split(root: Path, prefix: str) -> Split:
+    """Load one split, checking that the two modalities (and labels) have the same length."""
+    a = _load_array(root / f"{prefix}_a.npy")
+    b = _load_array(root / f"{prefix}_b.npy")
+    if a.ndim < 2 or b.ndim < 2 or len(a) != len(b):
+        raise DataError(f"{root}/{prefix}_a.npy {a.shape} and {prefix}_b.npy {b.shape} must be N x d with equal N")
+    labels = None
+    if (root / f"{prefix}_labels.npy").exists():
+        lab = _load_array(root / f"{prefix}_labels.npy", ndim=1)
+        if len(lab) != len(a) or not np.issubdtype(lab.dtype, np.integer):
+            raise DataError(f"{root}/{prefix}_labels.npy must hold {len(a)} integers, got {lab.shape} {lab.dtype}")
+        labels = torch.from_numpy(np.asarray(lab, dtype=np.int64))
+    as_tensor = lambda x: torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32))  # noqa: E731
+    return Split(as_tensor(a), as_tensor(b), labels_a=labels, labels_b=labels)
+
+
+def expected_files(root: Path, prefixes: tuple[str, ...]) -> list[Path]:
+    """The files a paired_arrays dataset must contain."""
+    return [root / f"{p}_{m}.npy" for p in prefixes for m in ("a", "b")]
+
+
+@SOURCES.register("paired_arrays")
+class PairedArrays:
+    """Paired feature arrays brought by the user."""
+
+    Params = PairedArraysParams
+
+    @staticmethod
+    def load(p: PairedArraysParams) -> PairedData:
+        root = Path(p.root).expanduser()
+        missing = [f for f in expected_files(root, p.splits) if not f.exists()]
+        if missing:
+            listing = "\n  ".join(str(f) for f in expected_files(root, p.splits))
+            raise DataError(
+                f"paired_arrays: {len(missing)} file(s) missing under {root}. Expected:\n  {listing}\n"
+                "(optional: <split>_labels.npy with one int per row). Set dataset.root in the task "
+                "file or pass --data-root PATH."
+            )
+        splits = {name: load_split(root, prefix) for name, prefix in zip(SPLITS, p.splits)}
+        return PairedData(splits, {"source": "paired_arrays", "root": str(root),
+                                   "sizes": [s.n_pairs for s in splits.values()]})

@@ -1,0 +1,257 @@
+"""Task files: YAML → a small frozen :class:`TaskSpec`, validated once at load time.
+
+A task may name a ``base:`` file (relative to itself) whose mapping it extends: nested
+mappings merge key by key, anything else is replaced. ``--set NAME.KEY=VALUE``
+overrides go through the same validation as the file itself.
+"""
+from __future__ import annotations
+
+import copy
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+import yaml
+
+from harness import params as P
+from harness.errors import ConfigError, unknown
+from harness.registry import ENCODERS, METHODS, SOURCES
+
+TOP_KEYS = ("name", "version", "description", "base", "dataset", "encoders", "metrics", "train", "methods",
+            "reference")
+MODALITIES = ("a", "b")
+
+
+@dataclass(frozen=True)
+class TrainSpec:
+    batch_size: int = 128
+    optimizer: str = "adam"
+    lr: float = 1e-3
+    weight_decay: float = 0.0
+    epochs: int = 100
+    lr_step: int | None = None
+    lr_gamma: float = 0.1
+    grad_clip: float | None = None
+    select: str = "a2b/R@1"
+    eval_batch_size: int = 1024
+
+    def check(self, where: str) -> None:
+        P.require(self.batch_size >= 2, where, "batch_size must be >= 2 (the hinge needs negatives)")
+        P.require(self.optimizer in OPTIMIZERS, where,
+                  f"optimizer {self.optimizer!r} unknown; valid: {', '.join(OPTIMIZERS)}")
+        P.require(self.lr > 0 and self.epochs >= 1, where, "lr must be > 0 and epochs >= 1")
+        P.require(self.lr_step is None or self.lr_step >= 1, where, "lr_step must be >= 1 epoch")
+        P.require(self.grad_clip is None or self.grad_clip > 0, where, "grad_clip must be > 0")
+
+
+OPTIMIZERS = ("adam", "adamw", "sgd")
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    directions: tuple[str, ...] = ("a2b", "b2a")
+    relevance: tuple[str, ...] = ("pair",)
+    ks: tuple[int, ...] = (1, 5, 10)
+
+    def check(self, where: str) -> None:
+        for d in self.directions:
+            if d not in ("a2b", "b2a"):
+                raise unknown("direction", d, ("a2b", "b2a"), where)
+        for r in self.relevance:
+            if r not in ("pair", "class"):
+                raise unknown("relevance", r, ("pair", "class"), where)
+        P.require(len(self.ks) > 0 and min(self.ks) >= 1, where, "ks must be positive integers")
+
+    def names(self) -> list[str]:
+        """Every metric name this spec produces, e.g. 'a2b/R@1', 'b2a/class_MedR'."""
+        stats = [f"R@{k}" for k in self.ks] + ["MedR", "MeanR"]
+        prefix = {"pair": "", "class": "class_"}
+        return [f"{d}/{prefix[r]}{s}" for d in self.directions for r in self.relevance for s in stats]
+
+
+@dataclass(frozen=True)
+class ComponentSpec:
+    """A registered component (source, encoder or method) with its validated parameters."""
+
+    kind: str
+    params: Any
+
+
+@dataclass(frozen=True)
+class MethodSpec:
+    name: str
+    method: str
+    params: Any
+    train: TrainSpec
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    name: str
+    version: str
+    description: str
+    path: str
+    dataset: ComponentSpec
+    encoders: Mapping[str, ComponentSpec]
+    metrics: MetricSpec
+    train: TrainSpec
+    methods: Mapping[str, MethodSpec]
+    raw: Mapping[str, Any]
+
+    def resolved(self, method: str) -> dict[str, Any]:
+        """The fully resolved configuration of one method, as stored in result files."""
+        m = self.methods[method]
+        return {
+            "task": self.name, "version": self.version,
+            "dataset": {"source": self.dataset.kind, **P.as_dict(self.dataset.params)},
+            "encoders": {k: {"type": e.kind, **P.as_dict(e.params)} for k, e in self.encoders.items()},
+            "metrics": P.as_dict(self.metrics), "train": P.as_dict(m.train),
+            "method": {"name": m.name, "method": m.method, **P.as_dict(m.params)},
+        }
+
+
+def read_yaml(path: Path) -> dict[str, Any]:
+    """Read a task file, following ``base:`` chains; errors name the file."""
+    if not path.exists():
+        raise ConfigError(f"task file {path} does not exist")
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as err:
+        raise ConfigError(f"{path} is not valid YAML: {err}") from err
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path} must hold a mapping at the top level")
+    base = raw.pop("base", None)
+    if base is None:
+        return raw
+    return merge(read_yaml((path.parent / base).resolve()), raw)
+
+
+def merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    """Recursive merge: mappings merge, other values replace."""
+    out = copy.deepcopy(base)
+    for key, value in over.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), dict):
+            out[key] = merge(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def parse_override(text: str) -> tuple[list[str], Any]:
+    """'swamp.K=500' -> (['methods', 'swamp', 'K'], 500); 'train.lr=1e-4' -> (['train', 'lr'], 0.0001)."""
+    if "=" not in text or "." not in text.split("=", 1)[0]:
+        raise ConfigError(f"--set {text!r}: expected NAME.KEY=VALUE, e.g. swamp.K=500 or train.lr=0.001")
+    lhs, value_text = text.split("=", 1)
+    parts = lhs.split(".")
+    try:
+        value = yaml.safe_load(value_text)
+    except yaml.YAMLError as err:
+        raise ConfigError(f"--set {text!r}: cannot parse value {value_text!r}: {err}") from err
+    if isinstance(value, str) and _looks_float(value_text):
+        value = float(value_text)  # YAML 1.1 reads '1e-4' as a string
+    if parts[0] in ("train", "dataset", "encoders", "metrics"):
+        return parts, value
+    return ["methods", *parts], value
+
+
+def _looks_float(text: str) -> bool:
+    try:
+        float(text)
+        return True
+    except ValueError:
+        return False
+
+
+def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+    """Apply --set overrides to the raw mapping; unknown method names fail with the valid ones."""
+    raw = copy.deepcopy(raw)
+    for text in overrides:
+        path, value = parse_override(text)
+        if path[0] == "methods" and path[1] not in (raw.get("methods") or {}):
+            raise unknown("method", path[1], raw.get("methods") or {}, f"--set {text}")
+        node = raw
+        for key in path[:-1]:
+            node = node.setdefault(key, {})
+            if not isinstance(node, dict):
+                raise ConfigError(f"--set {text}: {key!r} is not a mapping")
+        node[path[-1]] = value
+    return raw
+
+
+def _component(registry, raw: Any, type_key: str, where: str) -> ComponentSpec:
+    if not isinstance(raw, dict) or type_key not in raw:
+        raise ConfigError(f"{where} must be a mapping with a {type_key!r} key")
+    body = dict(raw)
+    kind = body.pop(type_key)
+    cls = registry.get(kind, where)
+    return ComponentSpec(kind, P.parse(cls.Params, body, where))
+
+
+def _method(name: str, raw: Any, train_raw: dict[str, Any], where: str) -> MethodSpec:
+    if not isinstance(raw, dict) or "method" not in raw:
+        raise ConfigError(f"{where} must be a mapping with a 'method' key naming one of: {', '.join(METHODS.names())}")
+    body = dict(raw)
+    kind = body.pop("method")
+    train = P.parse(TrainSpec, merge(train_raw, body.pop("train", {}) or {}), f"{where}.train")
+    cls = METHODS.get(kind, where)
+    return MethodSpec(name, kind, P.parse(cls.Params, body, where), train)
+
+
+def build(raw: dict[str, Any], path: str) -> TaskSpec:
+    """Validate a raw task mapping into a TaskSpec."""
+    for key in raw:
+        if key not in TOP_KEYS:
+            raise unknown("top-level key", key, TOP_KEYS, path)
+    for key in ("name", "version", "dataset", "encoders", "methods"):
+        if key not in raw:
+            raise ConfigError(f"{path}: missing required key {key!r}")
+    encoders = raw["encoders"]
+    if not isinstance(encoders, dict) or sorted(encoders) != sorted(MODALITIES):
+        raise ConfigError(f"{path}: encoders must map exactly the modalities a and b to encoder specs")
+    train_raw = raw.get("train") or {}
+    P.parse(TrainSpec, train_raw, f"{path}: train")
+    methods = raw["methods"]
+    if not isinstance(methods, dict) or not methods:
+        raise ConfigError(f"{path}: methods must map at least one name to a method spec")
+    metrics = P.parse(MetricSpec, raw.get("metrics"), f"{path}: metrics")
+    spec = TaskSpec(
+        name=str(raw["name"]), version=str(raw["version"]), description=str(raw.get("description", "")),
+        path=path,
+        dataset=_component(SOURCES, raw["dataset"], "source", f"{path}: dataset"),
+        encoders={m: _component(ENCODERS, encoders[m], "type", f"{path}: encoders.{m}") for m in MODALITIES},
+        metrics=metrics,
+        train=P.parse(TrainSpec, train_raw, f"{path}: train"),
+        methods={n: _method(n, m, train_raw, f"{path}: methods.{n}") for n, m in methods.items()},
+        raw=raw,
+    )
+    for m in spec.methods.values():
+        if m.train.select not in metrics.names():
+            raise unknown("selection metric", m.train.select, metrics.names(), f"{path}: methods.{m.name}.train.select")
+    return spec
+
+
+def load_task(path: str | Path, overrides: list[str] | None = None) -> TaskSpec:
+    """Read, override and validate a task file."""
+    path = Path(path)
+    raw = apply_overrides(read_yaml(path), list(overrides or []))
+    return build(raw, str(path))
+
+
+def select_methods(spec: TaskSpec, names: list[str] | None) -> list[str]:
+    """The method names to run (all declared ones when ``names`` is empty)."""
+    if not names:
+        return list(spec.methods)
+    for name in names:
+        if name not in spec.methods:
+            raise unknown("method", name, spec.methods, f"{spec.path} (--methods)")
+    return names
+
+
+def with_epochs(spec: TaskSpec, epochs: int) -> TaskSpec:
+    """A copy of ``spec`` whose every method trains for ``epochs`` epochs."""
+    if epochs < 1:
+        raise ConfigError(f"--epochs must be >= 1, got {epochs}")
+    methods = {n: dataclasses.replace(m, train=dataclasses.replace(m.train, epochs=epochs))
+               for n, m in spec.methods.items()}
+    return dataclasses.replace(spec, methods=methods, train=dataclasses.replace(spec.train, epochs=epochs))

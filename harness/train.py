@@ -1,0 +1,105 @@
+"""The training loop: the same for every method; it calls ``method.loss`` and nothing else.
+
+Measurement stays outside: :func:`fit` receives the step function and the epoch
+runner already wrapped by whoever wants to time them.
+"""
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import torch
+
+from harness.data import Split, to_device
+from harness.method import Method
+from harness.spec import TrainSpec
+
+StepFn = Callable[[torch.Tensor], dict[str, torch.Tensor]]
+
+
+def make_optimizer(method: Method, t: TrainSpec) -> torch.optim.Optimizer:
+    """Optimizer named by the task over all trainable parameters of the method."""
+    params = [p for p in method.parameters() if p.requires_grad]
+    if t.optimizer == "adam":
+        return torch.optim.Adam(params, lr=t.lr, weight_decay=t.weight_decay)
+    if t.optimizer == "adamw":
+        return torch.optim.AdamW(params, lr=t.lr, weight_decay=t.weight_decay)
+    return torch.optim.SGD(params, lr=t.lr, momentum=0.9, weight_decay=t.weight_decay)
+
+
+def make_step(method: Method, optimizer: torch.optim.Optimizer, split: Split, device: torch.device,
+              grad_clip: float | None) -> StepFn:
+    """One optimisation step on the pairs ``index`` of ``split``; returns the method's logs."""
+
+    def step(index: torch.Tensor) -> dict[str, torch.Tensor]:
+        x_a, x_b = (to_device(x, device) for x in split.pair_batch(index))
+        loss, logs = method.loss(x_a, x_b)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        if grad_clip is not None:
+            torch.nn.utils.clip_grad_norm_(method.parameters(), grad_clip)
+        optimizer.step()
+        return logs
+
+    return step
+
+
+def batches(n: int, batch_size: int, generator: torch.Generator) -> list[torch.Tensor]:
+    """A shuffled partition of range(n) into batches (the last one may be smaller)."""
+    return list(torch.randperm(n, generator=generator).split(batch_size))
+
+
+@dataclass
+class FitResult:
+    """What training produced: the best epoch by the selection metric and per-epoch history."""
+
+    best_epoch: int = -1
+    best_score: float = float("-inf")
+    best_state: dict[str, Any] = field(default_factory=dict)
+    history: list[dict[str, float]] = field(default_factory=list)
+
+
+def run_epoch(step: StepFn, n_pairs: int, batch_size: int, generator: torch.Generator) -> dict[str, float]:
+    """All steps of one epoch; returns the mean of each logged scalar."""
+    sums: dict[str, torch.Tensor] = {}
+    index_batches = batches(n_pairs, batch_size, generator)
+    for index in index_batches:
+        for key, value in step(index).items():
+            sums[key] = sums.get(key, 0) + value
+    return {k: float(v) / len(index_batches) for k, v in sums.items()}
+
+
+def fit(method: Method, split: Split, t: TrainSpec, *, seed: int, step: StepFn,
+        epoch: Callable[..., dict[str, float]], validate: Callable[[], dict[str, float]],
+        on_epoch: Callable[[dict[str, float]], None] = lambda logs: None,
+        scheduler: torch.optim.lr_scheduler.LRScheduler | None = None) -> FitResult:
+    """Train for ``t.epochs`` epochs, validating after each; keep the state of the best epoch.
+
+    ``select`` metrics ending in MedR or MeanR are minimised, all others maximised.
+    """
+    generator = torch.Generator().manual_seed(seed)
+    lower_is_better = t.select.endswith(("MedR", "MeanR"))
+    result = FitResult()
+    for e in range(t.epochs):
+        method.train()
+        logs = epoch(step, split.n_pairs, t.batch_size, generator)
+        if scheduler is not None:
+            scheduler.step()
+        method.eval()
+        val = validate()
+        score = -val[t.select] if lower_is_better else val[t.select]
+        record = {"epoch": e + 1, **logs, **{f"val/{k}": v for k, v in val.items()}}
+        result.history.append(record)
+        if score > result.best_score:
+            result.best_epoch, result.best_score = e + 1, score
+            result.best_state = copy.deepcopy(method.state_dict())
+        on_epoch(record)
+    return result
+
+
+def make_scheduler(optimizer: torch.optim.Optimizer, t: TrainSpec) -> torch.optim.lr_scheduler.LRScheduler | None:
+    """Step decay by ``lr_gamma`` every ``lr_step`` epochs, when the task asks for it."""
+    if t.lr_step is None:
+        return None
+    return torch.optim.lr_scheduler.StepLR(optimizer, step_size=t.lr_step, gamma=t.lr_gamma)
