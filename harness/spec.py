@@ -128,14 +128,19 @@ def read_yaml(path: Path) -> dict[str, Any]:
 
 
 def merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
-    """Recursive merge: mappings merge, other values replace."""
+    """Recursive merge: mappings merge, other values replace; a component whose type changes
+    (another ``source``, ``type`` or ``method``) replaces the base's entry whole."""
     out = copy.deepcopy(base)
     for key, value in over.items():
-        if isinstance(value, Mapping) and isinstance(out.get(key), dict):
+        if isinstance(value, Mapping) and isinstance(out.get(key), dict) and not _retyped(out[key], value):
             out[key] = merge(out[key], value)
         else:
             out[key] = copy.deepcopy(value)
     return out
+
+
+def _retyped(base: Mapping[str, Any], over: Mapping[str, Any]) -> bool:
+    return any(k in over and k in base and over[k] != base[k] for k in ("source", "type", "method"))
 
 
 def parse_override(text: str) -> tuple[list[str], Any]:

@@ -48,8 +48,8 @@ def load_split(root: Path, prefix: str) -> Split:
         lab = _load_array(root / f"{prefix}_labels.npy", ndim=1)
         if len(lab) != len(a) or not np.issubdtype(lab.dtype, np.integer):
             raise DataError(f"{root}/{prefix}_labels.npy must hold {len(a)} integers, got {lab.shape} {lab.dtype}")
-        labels = torch.from_numpy(np.asarray(lab, dtype=np.int64))
-    as_tensor = lambda x: torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32))  # noqa: E731
+        labels = torch.from_numpy(np.array(lab, dtype=np.int64))
+    as_tensor = lambda x: torch.from_numpy(np.array(x, dtype=np.float32))  # noqa: E731 (copies into RAM)
     return Split(as_tensor(a), as_tensor(b), labels_a=labels, labels_b=labels)
 
 

@@ -1,0 +1,118 @@
+"""The command line end to end: result files, tables, determinism and error exits."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.cli import main, parse_seeds
+from harness.errors import ConfigError
+from tests.conftest import ROOT
+
+
+def run_cli(*args: str) -> int:
+    return main(list(args))
+
+
+@pytest.fixture
+def two_runs(tiny_task, tmp_path, capsys):
+    out = tmp_path / "out"
+    rc = run_cli("run", str(tiny_task), "--methods", "contrastive,swamp", "--seeds", "0,1",
+                 "--device", "cpu", "--out", str(out), "--no-progress")
+    assert rc == 0
+    printed = capsys.readouterr().out
+    assert "Accuracy" in printed and "step / contrastive" in printed and "tiny/accuracy.md" in printed
+    return out / "tiny"
+
+
+def test_run_writes_result_files_and_tables(two_runs):
+    files = sorted(p.relative_to(two_runs).as_posix() for p in two_runs.rglob("*.json"))
+    assert files == ["contrastive/seed0.json", "contrastive/seed1.json", "swamp/seed0.json", "swamp/seed1.json"]
+    result = json.loads((two_runs / "swamp" / "seed0.json").read_text())
+    assert set(result["metrics"]) >= {"a2b/R@1", "a2b/R@10", "a2b/MedR", "a2b/class_R@1"}
+    assert result["config"]["method"]["K"] == 16 and result["task_version"] == "test"
+    assert result["environment"]["versions"]["torch"] and result["environment"]["hardware"]["cores"]
+    assert "commit" in result["environment"]["git"] and result["environment"]["date"]
+    timing = result["profile"]["timing"]
+    for key in ("train_step", "train_epoch", "test_total", "test_encode", "test_score", "test_rank"):
+        assert timing[key]["median_s"] > 0
+    assert timing["train_step"]["p90_s"] >= timing["train_step"]["median_s"]
+    assert result["profile"]["memory"]["train"]["cpu_peak_rss_mib"] > 0
+    assert result["profile"]["memory"]["test"]["cpu_peak_rss_mib"] > 0
+    assert 1 <= result["best_epoch"] <= 2 and len(result["history"]) == 2
+    assert (two_runs / "swamp" / "seed0.pt").exists()
+    for name in ("accuracy.md", "accuracy.tex", "timing.md", "timing.tex"):
+        assert (two_runs / name).stat().st_size > 0
+    assert "\\toprule" in (two_runs / "accuracy.tex").read_text()
+    assert " ± " in (two_runs / "accuracy.md").read_text()  # two seeds: mean ± std
+
+
+def test_table_rerenders_from_files(two_runs, capsys):
+    (two_runs / "accuracy.md").unlink()
+    assert run_cli("table", str(two_runs)) == 0
+    assert (two_runs / "accuracy.md").exists()
+    assert "swamp" in capsys.readouterr().out
+
+
+def test_same_seed_twice_gives_identical_metrics(tiny_task, tmp_path):
+    for out in ("x", "y"):
+        assert run_cli("run", str(tiny_task), "--methods", "swamp", "--device", "cpu",
+                       "--out", str(tmp_path / out), "--no-progress") == 0
+    x, y = (json.loads((tmp_path / o / "tiny" / "swamp" / "seed0.json").read_text()) for o in ("x", "y"))
+    assert x["metrics"] == y["metrics"] and x["history"][-1]["loss"] == y["history"][-1]["loss"]
+
+
+def test_overrides_get_their_own_folder(tiny_task, tmp_path):
+    assert run_cli("run", str(tiny_task), "--methods", "swamp", "--set", "swamp.K=8", "--epochs", "1",
+                   "--device", "cpu", "--out", str(tmp_path), "--no-progress") == 0
+    result = json.loads((tmp_path / "tiny" / "swamp@K=8,epochs=1" / "seed0.json").read_text())
+    assert result["config"]["method"]["K"] == 8 and result["overrides"] == ["swamp.K=8"]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--methods", "swampp"], "did you mean 'swamp'"),
+    (["--set", "swamp.K=abc"], "must be of type int"),
+    (["--seeds", "a,b"], "--seeds"),
+    (["--epochs", "0"], "--epochs"),
+    (["--device", "cuda:7" if not __import__("torch").cuda.is_available() else "tpu"], "device"),
+])
+def test_bad_input_exits_2_without_results(tiny_task, tmp_path, capsys, args, message):
+    assert run_cli("run", str(tiny_task), "--out", str(tmp_path / "out"), "--no-progress", *args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and message in err and err.count("\n") <= 12
+    assert not (tmp_path / "out").exists()
+
+
+def test_missing_data_root_exits_2(tmp_path, capsys):
+    task = tmp_path / "user.yaml"
+    task.write_text(f"base: {ROOT / 'tasks' / 'synthetic.yaml'}\nname: user\ndataset: {{source: paired_arrays}}\n")
+    assert run_cli("run", str(task), "--data-root", str(tmp_path / "nowhere"), "--out", str(tmp_path / "o")) == 2
+    assert "train_a.npy" in capsys.readouterr().err and not (tmp_path / "o").exists()
+
+
+def test_table_of_empty_folder_is_an_error(tmp_path, capsys):
+    assert run_cli("table", str(tmp_path)) == 2
+    assert "no result files" in capsys.readouterr().err
+
+
+def test_list_shows_tasks_and_methods(capsys):
+    assert run_cli("list") == 0
+    out = capsys.readouterr().out
+    assert "tasks/synthetic.yaml" in out and "swamp (swamp)" in out and "registered methods" in out
+
+
+def test_parse_seeds():
+    assert parse_seeds("0,1,2") == [0, 1, 2] and parse_seeds("0-3") == [0, 1, 2, 3]
+    with pytest.raises(ConfigError):
+        parse_seeds("1,1")
+
+
+def test_module_entry_point_exit_code(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "harness", "run", str(tmp_path / "nope.yaml")],
+                          capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 2 and "does not exist" in proc.stderr
+    proc = subprocess.run([sys.executable, "-m", "harness", "frobnicate"], capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 2  # argparse's own usage error

@@ -1,0 +1,109 @@
+"""Every registered method: one CPU training step and an evaluation (the contract), plus known answers."""
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from baselines.contrastive import hinge_max_violation
+from baselines.swamp import EmbeddingQueue, SwAMP, SwAMPParams, swamp_loss, swapped_targets
+from harness import evaluate as ev
+from harness import runner, train as tr
+from harness.encoders.mlp import MLP
+from harness.ot import sinkhorn
+from harness.registry import METHODS
+from harness.spec import load_task
+
+
+def tiny_spec_for(method_kind: str, tiny_task):
+    """The tiny task, with a method entry of the given registered kind."""
+    spec = load_task(tiny_task)
+    for name, m in spec.methods.items():
+        if m.method == method_kind:
+            return spec, name
+    raise AssertionError(f"the tiny test task declares no method of kind {method_kind!r}; add one to TINY")
+
+
+@pytest.mark.parametrize("kind", METHODS.names())
+def test_contract_every_method_trains_one_step_and_evaluates(kind, tiny_task):
+    spec, name = tiny_spec_for(kind, tiny_task)
+    data = runner.load_data(spec)
+    torch.manual_seed(0)
+    method = runner.build_method(spec, name, data, torch.device("cpu"))
+    before = [p.detach().clone() for p in method.parameters()]
+    opt = tr.make_optimizer(method, spec.methods[name].train)
+    logs = tr.make_step(method, opt, data["train"], torch.device("cpu"), None)(torch.arange(32))
+    assert torch.isfinite(logs["loss"])
+    assert any(not torch.equal(b, p) for b, p in zip(before, method.parameters()))
+    metrics = ev.evaluate(method, data["test"], spec.metrics, torch.device("cpu"), 64)
+    assert set(metrics) == set(spec.metrics.names())
+    assert 0 <= metrics["a2b/R@1"] <= 100
+
+
+def test_hinge_known_answer():
+    a = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
+    b = torch.tensor([[1.0, 0.0], [0.6, 0.8]])
+    # s = [[1, .6], [0, .8]]; rows: [m+.6-1]+ + [m+0-.8]+ ; cols: [m+0-1]+ + [m+.6-.8]+
+    assert float(hinge_max_violation(a, b, margin=0.5)) == pytest.approx(0.1 + 0.0 + 0.0 + 0.3)
+    assert float(hinge_max_violation(a, a, margin=0.5)) == 0.0  # perfect alignment, margin met
+
+
+def test_hinge_uses_hardest_negative_only():
+    a = F.normalize(torch.randn(6, 4), dim=1)
+    b = F.normalize(torch.randn(6, 4), dim=1)
+    s = a @ b.T
+    expected = 0.0
+    for i in range(6):
+        expected += max(max(0.2 + s[i, j] - s[i, i], 0) for j in range(6) if j != i)
+        expected += max(max(0.2 + s[j, i] - s[i, i], 0) for j in range(6) if j != i)
+    assert float(hinge_max_violation(a, b, 0.2)) == pytest.approx(float(expected), rel=1e-5)
+
+
+def test_targets_are_swapped_between_modalities():
+    logp_a = torch.log_softmax(torch.randn(40, 8), 1)
+    logp_b = torch.log_softmax(torch.randn(40, 8), 1)
+    q_a, q_b = swapped_targets(logp_a, logp_b, eta=3.0, n_iters=3, hard=False)
+    torch.testing.assert_close(q_a, sinkhorn(logp_b, 3.0, 3))
+    torch.testing.assert_close(q_b, sinkhorn(logp_a, 3.0, 3))
+    h_a, _ = swapped_targets(logp_a, logp_b, eta=3.0, n_iters=3, hard=True)
+    assert torch.equal(h_a.argmax(1), q_a.argmax(1)) and torch.equal(h_a.sum(1), torch.ones(40))
+
+
+def test_swamp_loss_is_cross_entropy():
+    logp = torch.log_softmax(torch.randn(5, 3), 1)
+    q = torch.softmax(torch.randn(5, 3), 1)
+    expected = -(q * logp).sum(1).mean() * 2
+    torch.testing.assert_close(swamp_loss(logp, logp, q, q), expected)
+
+
+def test_queue_is_fifo_and_bounded():
+    queue = EmbeddingQueue(size=5, dim=2)
+    first, second = torch.ones(3, 2), 2 * torch.ones(3, 2)
+    a, _ = queue.with_batch(first, first)
+    assert len(a) == 3  # empty queue: the batch alone
+    queue.push(first, first)
+    queue.push(second, second)
+    assert int(queue.filled) == 5
+    assert queue.a[:3].eq(2).all() and queue.a[3:].eq(1).all()  # newest first, oldest dropped
+    a, b = queue.with_batch(3 * torch.ones(2, 2), torch.zeros(2, 2))
+    assert a.shape == (7, 2) and a[:2].eq(3).all() and b[:2].eq(0).all()
+
+
+def test_swamp_sinkhorn_sees_batch_plus_queue(monkeypatch):
+    seen = []
+    import baselines.swamp as swamp_module
+
+    real = swamp_module.sinkhorn
+    monkeypatch.setattr(swamp_module, "sinkhorn", lambda logits, *a: seen.append(len(logits)) or real(logits, *a))
+    params = SwAMPParams(K=4, queue=10, contrastive_weight=0.0)
+    method = SwAMP({"a": MLP(3, (4,), 2), "b": MLP(3, (4,), 2)}, params)
+    for _ in range(4):
+        method.loss(torch.randn(4, 3), torch.randn(4, 3))
+    assert seen == [4, 4, 8, 8, 12, 12, 14, 14]  # batch, then batch + min(queue, pushed so far)
+
+
+def test_swamp_alone_does_not_touch_contrastive():
+    params = SwAMPParams(K=4, queue=10, contrastive_weight=0.0)
+    method = SwAMP({"a": MLP(3, (4,), 2), "b": MLP(3, (4,), 2)}, params)
+    _, logs = method.loss(torch.randn(4, 3), torch.randn(4, 3))
+    assert "contrastive" not in logs and torch.equal(logs["loss"], logs["swamp"])
