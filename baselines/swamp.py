@@ -18,7 +18,7 @@ from torch import nn
 
 from baselines.contrastive import hinge_max_violation
 from harness.method import Method
-from harness.ot import sinkhorn
+from harness.ot import log_softmax_nograd, sinkhorn
 from harness.params import require
 from harness.registry import METHODS
 
@@ -100,15 +100,21 @@ class SwAMP(Method):
         self.prototypes = nn.Parameter(F.normalize(torch.randn(params.K, self.embed_dim), dim=1))
         self.queue = EmbeddingQueue(params.queue, self.embed_dim)
 
+    def logits(self, emb: torch.Tensor) -> torch.Tensor:
+        """Cosine to each prototype over tau (N, K); embeddings and prototypes are unit-norm."""
+        return emb @ F.normalize(self.prototypes, dim=1).T / self.params.tau
+
     def log_probs(self, emb: torch.Tensor) -> torch.Tensor:
-        """log p(y|x) (N, K) from unit-norm embeddings and unit-norm prototypes, temperature tau."""
-        return F.log_softmax(emb @ F.normalize(self.prototypes, dim=1).T / self.params.tau, dim=1)
+        """log p(y|x) (N, K) with gradient."""
+        return F.log_softmax(self.logits(emb), dim=1)
 
     def loss(self, x_a: Any, x_b: Any) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         p = self.params
         emb_a, emb_b = self.encode("a", x_a), self.encode("b", x_b)  # (B, D)
         all_a, all_b = self.queue.with_batch(emb_a, emb_b)  # (N, D), batch first
-        q_a, q_b = swapped_targets(self.log_probs(all_a), self.log_probs(all_b),
+        with torch.no_grad():  # targets carry no gradient (paper Sec. 3); the batch-only rows below do
+            logp_all_a, logp_all_b = (log_softmax_nograd(self.logits(e)) for e in (all_a, all_b))
+        q_a, q_b = swapped_targets(logp_all_a, logp_all_b,
                                    eta=p.eta, n_iters=p.sinkhorn_iters, hard=p.hard)
         batch = len(emb_a)
         l_s = swamp_loss(self.log_probs(emb_a), self.log_probs(emb_b), q_a[:batch], q_b[:batch])

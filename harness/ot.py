@@ -23,6 +23,12 @@ def _logsumexp_(t: torch.Tensor, dim: int) -> torch.Tensor:
 
 
 @torch.no_grad()
+def log_softmax_nograd(logits: torch.Tensor) -> torch.Tensor:
+    """Row-wise log-softmax without gradient, denormal-free (same values as F.log_softmax up to 1e-35)."""
+    return logits - _logsumexp_(logits.clone(), 1)
+
+
+@torch.no_grad()
 def sinkhorn(logits: torch.Tensor, eta: float, n_iters: int = 3) -> torch.Tensor:
     """Soft class assignments q (N, K) from Sinkhorn–Knopp on Q ∝ exp(eta * logits).
 

@@ -6,7 +6,7 @@ import math
 import pytest
 import torch
 
-from harness.ot import sinkhorn
+from harness.ot import log_softmax_nograd, sinkhorn
 
 
 def reference_sinkhorn(logits: torch.Tensor, eta: float, n_iters: int,
@@ -77,3 +77,8 @@ def test_scale_is_the_temperature():
     logits = torch.randn(30, 5)
     torch.testing.assert_close(sinkhorn(logits, 2.0), sinkhorn(2 * logits, 1.0))
     assert math.isclose(float(sinkhorn(logits, 1.0).sum()), 30.0, rel_tol=1e-5)
+
+
+def test_log_softmax_nograd_matches_torch():
+    logits = torch.randn(50, 30) * 100  # the paper's tau = 0.01 regime
+    torch.testing.assert_close(log_softmax_nograd(logits), torch.log_softmax(logits, 1))

@@ -74,3 +74,13 @@ def test_paired_arrays_rejects_mismatched_rows(tmp_path):
     np.save(tmp_path / "val_labels.npy", np.zeros(10, dtype=np.float32))
     with pytest.raises(DataError, match="integers"):
         PairedArrays.load(PairedArraysParams(root=str(tmp_path)))
+
+
+def test_synthetic_features_are_standardised_on_train():
+    data = SyntheticGaussian.load(small())
+    train_a = data["train"].a.double()
+    torch.testing.assert_close(train_a.mean(0), torch.zeros(100, dtype=torch.float64), atol=1e-5, rtol=0)
+    torch.testing.assert_close(train_a.std(0, unbiased=False), torch.ones(100, dtype=torch.float64),
+                               atol=1e-4, rtol=0)
+    raw = SyntheticGaussian.load(small(standardize=False))
+    assert float(raw["train"].a.std(0).mean()) < 0.5  # the random nets' raw outputs barely vary
