@@ -44,7 +44,7 @@ def accuracy_rows(results: list[dict[str, Any]]) -> tuple[list[str], list[list[s
     for relevance in metrics["relevance"]:
         prefix = "" if relevance == "pair" else "class_"
         for name, runs in groups.items():
-            cells = [_mean_std([r["metrics"][f"{d}/{prefix}{s}"] for r in runs])
+            cells = [_mean_std([r["metrics"][f"{d}/{prefix}{s}"] for r in runs], 1 if s == "MedR" else 2)
                      for d in metrics["directions"] for s in stats]
             rows.append([f"{relevance}-based", name, str(len(runs)), *cells])
         for name, published in (reference.get("methods") or {}).items():
