@@ -11,7 +11,7 @@ import math
 import torch
 
 
-def query_ranks(sims: torch.Tensor, relevant: torch.Tensor, chunk_elems: int = 2**24) -> torch.Tensor:
+def query_ranks(sims: torch.Tensor, relevant: torch.Tensor, chunk_elems: int = 2**22) -> torch.Tensor:
     """1-based rank (int64, shape (Q,)) of each query's best relevant item.
 
     Works in row chunks of about ``chunk_elems`` scores so that the temporaries stay a
@@ -29,9 +29,10 @@ def query_ranks(sims: torch.Tensor, relevant: torch.Tensor, chunk_elems: int = 2
         if not bool(rel.any(1).all()):
             bad = lo + int((~rel.any(1)).nonzero()[0])
             raise ValueError(f"query {bad} has no relevant gallery item")
-        s = torch.nan_to_num(s, nan=-math.inf)
+        if bool(s.isnan().any()):
+            s = torch.nan_to_num(s, nan=-math.inf)
         best = s.masked_fill(~rel, -math.inf).amax(1, keepdim=True)  # (q, 1)
-        beaten = (s >= best) & ~rel  # (q, G)
+        beaten = (s >= best).logical_and_(~rel)  # (q, G)
         ranks.append(1 + beaten.sum(1))
     return torch.cat(ranks)
 
