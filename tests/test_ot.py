@@ -44,11 +44,13 @@ def test_three_iterations_close_to_converged():
 
 def test_stable_at_paper_settings():
     # tau = 0.01 and eta = 20: logits in the hundreds, exp() in the plain domain underflows.
-    emb = torch.nn.functional.normalize(torch.randn(1408, 5), dim=1)
-    protos = torch.nn.functional.normalize(torch.randn(1000, 5), dim=1)
+    g = torch.Generator().manual_seed(0)
+    emb = torch.nn.functional.normalize(torch.randn(1408, 5, generator=g), dim=1)
+    protos = torch.nn.functional.normalize(torch.randn(1000, 5, generator=g), dim=1)
     logp = torch.log_softmax(emb @ protos.T / 0.01, dim=1)
     assert logp.min() < -100
-    assert torch.isnan(reference_sinkhorn(logp, 20.0, 3, torch.float32)).any()  # the plain domain breaks
+    plain = reference_sinkhorn(logp, 20.0, 3, torch.float32)  # the plain domain breaks: NaN or lost rows
+    assert not torch.isfinite(plain).all() or not torch.allclose(plain.sum(1), torch.ones(1408), atol=1e-3)
     q = sinkhorn(logp, eta=20.0, n_iters=3)
     assert torch.isfinite(q).all()
     torch.testing.assert_close(q.sum(1), torch.ones(1408), atol=1e-4, rtol=0)
