@@ -17,7 +17,12 @@ def hinge_max_violation(emb_a: torch.Tensor, emb_b: torch.Tensor, margin: float)
     For each pair i: [margin - s(i,i) + max_{j≠i} s(i,j)]_+ + [margin - s(i,i) + max_{j≠i} s(j,i)]_+,
     with s the cosine similarity of unit-norm rows of ``emb_a`` and ``emb_b`` (both (B, D)).
     """
-    sims = emb_a @ emb_b.T  # (B, B)
+    return max_violation_loss(emb_a @ emb_b.T, margin)
+
+
+def max_violation_loss(sims: torch.Tensor, margin: float) -> torch.Tensor:
+    """The VSE++ hinge of :func:`hinge_max_violation` on a (B, B) score matrix whose diagonal holds the
+    positive pairs; any similarity works (SCAN trains its cross-attention scores with it)."""
     pos = sims.diagonal()
     eye = torch.eye(len(sims), dtype=torch.bool, device=sims.device)
     cost_b = (margin + sims - pos[:, None]).clamp_min(0).masked_fill(eye, 0)  # a query, b negatives

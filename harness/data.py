@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import torch
 
 from harness.errors import ConfigError
@@ -18,10 +19,63 @@ SPLITS = ("train", "val", "test")
 
 
 def take(features: Any, index: torch.Tensor) -> Any:
-    """Rows ``index`` of a modality's features: a tensor, or any object with ``take(index)``."""
+    """Rows ``index`` of a modality's features: a tensor, a tuple/list of tensors indexed alike
+    (e.g. word features and lengths), or any object with ``take(index)``."""
     if isinstance(features, torch.Tensor):
         return features[index]
+    if isinstance(features, (tuple, list)):
+        return type(features)(take(f, index) for f in features)
     return features.take(index)
+
+
+def concat(chunks: list[Any]) -> Any:
+    """Per-batch outputs joined along dim 0: tensors zero-padded to the largest size in every other
+    dim (e.g. word features of batches with different longest captions), or tuples/lists of
+    tensors joined element by element. Empties ``chunks`` as it copies, so that the peak is
+    about one copy of the result (SCAN's MS-COCO test captions: 25,000 × L × 1024 floats)."""
+    first = chunks[0]
+    if isinstance(first, (tuple, list)):
+        parts = [list(p) for p in zip(*chunks)]
+        chunks.clear()
+        return type(first)(concat(p) for p in parts)
+    shape = [max(c.shape[d] for c in chunks) for d in range(1, first.ndim)]
+    out = first.new_zeros(sum(len(c) for c in chunks), *shape)
+    row = 0
+    for i, c in enumerate(chunks):
+        out[(slice(row, row + len(c)), *(slice(0, n) for n in c.shape[1:]))] = c
+        row, chunks[i] = row + len(c), None
+    chunks.clear()
+    return out
+
+
+class ArrayRows:
+    """Rows of a numpy array, usually memory-mapped, read on demand as float32 tensors.
+
+    SCAN's MS-COCO training features are about 33 GB: they stay on disk and only the
+    rows of a batch are read.
+    """
+
+    def __init__(self, array: Any):
+        self.array = array
+
+    def __len__(self) -> int:
+        return len(self.array)
+
+    @property
+    def item_shape(self) -> tuple[int, ...]:
+        return tuple(self.array.shape[1:])
+
+    def take(self, index: torch.Tensor) -> torch.Tensor:
+        """(B, *item_shape) float32 copy of rows ``index``, read in ascending order, returned in ``index``'s order."""
+        idx = index.numpy()
+        order = np.argsort(idx, kind="stable")
+        rows = np.empty((len(idx), *self.item_shape), dtype=np.float32)
+        rows[order] = self.array[idx[order]]
+        return torch.from_numpy(rows)
+
+    def head(self, n: int) -> "ArrayRows":
+        """The first ``n`` rows (still memory-mapped)."""
+        return ArrayRows(self.array[:n])
 
 
 def to_device(batch: Any, device: torch.device) -> Any:

@@ -1,25 +1,34 @@
-"""Full retrieval on a split, as three separately timeable parts: encode, score, rank."""
+"""Full retrieval on a split, as three separately timeable parts: encode, score, rank.
+
+A protocol with n folds cuts the a items into n consecutive equal folds (MS-COCO 1K: five
+folds of 1,000 test images), each with the b items paired to it; items are scored only
+within their fold and the metrics are averaged over folds. One fold is the whole split.
+"""
 from __future__ import annotations
 
 from typing import Any
 
 import torch
 
-from harness.data import Split, take, to_device
+from harness.data import Split, concat, take, to_device
+from harness.errors import ConfigError
 from harness.method import Method
-from harness.metrics import class_relevance, pair_relevance, rank_metrics
-from harness.spec import MetricSpec
+from harness.metrics import class_relevance, mean_over_folds, pair_relevance, rank_metrics, recall_sum
+from harness.spec import DIRECTIONS, MetricSpec, fold_prefix
+
+Fold = tuple[torch.Tensor, torch.Tensor]  # (a indices, b indices)
 
 
 @torch.no_grad()
 def encode_split(method: Method, split: Split, device: torch.device, batch_size: int) -> tuple[Any, Any]:
-    """Embeddings of every a item and every b item, in eval mode, batch by batch."""
+    """Embeddings of every a item and every b item, in eval mode, batch by batch (tensors, or tuples
+    of tensors such as per-word features and lengths, joined by :func:`harness.data.concat`)."""
     method.eval()
     out = []
     for modality, feats in (("a", split.a), ("b", split.b)):
         chunks = [method.encode(modality, to_device(take(feats, idx), device))
                   for idx in torch.arange(len(feats)).split(batch_size)]
-        out.append(torch.cat(chunks))
+        out.append(concat(chunks))
     return out[0], out[1]
 
 
@@ -29,25 +38,73 @@ def score_split(method: Method, emb_a: Any, emb_b: Any) -> torch.Tensor:
     return method.score(emb_a, emb_b).float().cpu()
 
 
+def make_folds(split: Split, n_folds: int) -> list[Fold]:
+    """(a indices, b indices) of ``n_folds`` consecutive equal folds of the a items, each with the b
+    items paired to them (five captions per image: caption j follows image j // 5)."""
+    n_a = len(split.a)
+    if n_folds < 1 or n_a % n_folds:
+        raise ConfigError(f"{n_a} items cannot be cut into {n_folds} equal folds; use a fold count dividing {n_a}")
+    size = n_a // n_folds
+    return [(torch.arange(lo, lo + size), ((split.b_to_a >= lo) & (split.b_to_a < lo + size)).nonzero().squeeze(1))
+            for lo in range(0, n_a, size)]
+
+
+@torch.no_grad()
+def score_folds(method: Method, emb_a: Any, emb_b: Any, folds: list[Fold]) -> list[torch.Tensor]:
+    """One score matrix per fold (the full matrix when there is a single fold)."""
+    if len(folds) == 1:
+        return [score_split(method, emb_a, emb_b)]
+    return [score_split(method, take(emb_a, a), take(emb_b, b)) for a, b in folds]
+
+
+def rank_folds(blocks: list[torch.Tensor], folds: list[Fold], split: Split, metrics: MetricSpec) -> dict[str, float]:
+    """Metrics of each fold's block, averaged over folds (rsum recomputed from the mean recalls),
+    named with the protocol's prefix ('' or '<n>folds/')."""
+    per_fold = []
+    for sims, (a, b) in zip(blocks, folds):
+        labels_b = split.labels_b[b] if split.labels_b is not None else None
+        labels_a = split.labels_a[a] if split.labels_a is not None else None
+        per_fold.append(_rank(sims, split.b_to_a[b] - a[0], labels_a, labels_b, metrics))
+    mean = per_fold[0] if len(per_fold) == 1 else mean_over_folds(per_fold, metrics.directions, metrics.ks)
+    return {f"{fold_prefix(len(folds))}{k}": v for k, v in mean.items()}
+
+
 def rank_split(sims: torch.Tensor, split: Split, metrics: MetricSpec) -> dict[str, float]:
-    """All requested metrics, named '<direction>/<prefix><stat>' (e.g. 'a2b/class_R@1')."""
-    masks = {"pair": pair_relevance(split.b_to_a, sims.shape[0])}
+    """All requested metrics of a whole split, named '<direction>/<prefix><stat>' (e.g. 'a2b/class_R@1')."""
+    return _rank(sims, split.b_to_a, split.labels_a, split.labels_b, metrics)
+
+
+def _rank(sims: torch.Tensor, b_to_a: torch.Tensor, labels_a: torch.Tensor | None, labels_b: torch.Tensor | None,
+          metrics: MetricSpec) -> dict[str, float]:
+    masks = {"pair": pair_relevance(b_to_a, sims.shape[0])}
     if "class" in metrics.relevance:
-        if not split.has_labels:
+        if labels_a is None or labels_b is None:
             raise ValueError("class-based metrics need hidden labels, which this dataset lacks")
-        masks["class"] = class_relevance(split.labels_a, split.labels_b)
+        masks["class"] = class_relevance(labels_a, labels_b)
     prefix = {"pair": "", "class": "class_"}
     out: dict[str, float] = {}
     for direction in metrics.directions:
         for relevance in metrics.relevance:
-            s, rel = (sims, masks[relevance]) if direction == "a2b" else (sims.T, masks[relevance].T)
+            rel = masks[relevance]
+            s, rel = (sims.T, rel.T) if DIRECTIONS[direction] else (sims, rel)
             for name, value in rank_metrics(s, rel, metrics.ks).items():
                 out[f"{direction}/{prefix[relevance]}{name}"] = value
+    if metrics.rsum:
+        out["rsum"] = recall_sum(out, metrics.directions, metrics.ks)
     return out
+
+
+def protocol_tag(n_folds: int) -> str:
+    """Suffix of a protocol's timing and memory keys: '' for the whole split, '@5folds' for five folds."""
+    return "" if n_folds == 1 else f"@{n_folds}folds"
 
 
 def evaluate(method: Method, split: Split, metrics: MetricSpec, device: torch.device,
              batch_size: int) -> dict[str, float]:
-    """Encode, score and rank in one call (used for validation)."""
+    """Encode once, then score and rank for every protocol of ``metrics`` (used for validation)."""
     emb_a, emb_b = encode_split(method, split, device, batch_size)
-    return rank_split(score_split(method, emb_a, emb_b), split, metrics)
+    out: dict[str, float] = {}
+    for n_folds in metrics.folds:
+        folds = make_folds(split, n_folds)
+        out.update(rank_folds(score_folds(method, emb_a, emb_b, folds), folds, split, metrics))
+    return out

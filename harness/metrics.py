@@ -59,3 +59,39 @@ def pair_relevance(b_to_a: torch.Tensor, n_a: int) -> torch.Tensor:
 def class_relevance(labels_a: torch.Tensor, labels_b: torch.Tensor) -> torch.Tensor:
     """(n_a, n_b) mask: same hidden class."""
     return labels_a[:, None] == labels_b[None, :]
+
+
+def recall_sum(metrics: dict[str, float], directions: tuple[str, ...], ks: tuple[int, ...] = (1, 5, 10)) -> float:
+    """rsum: the sum of R@k over ``directions`` and ``ks`` (six recalls for i2t and t2i at 1, 5, 10)."""
+    return sum(metrics[f"{d}/R@{k}"] for d in directions for k in ks)
+
+
+def image_text_metrics(sims: torch.Tensor, captions_per_image: int = 5,
+                       ks: tuple[int, ...] = (1, 5, 10)) -> dict[str, float]:
+    """Image–text retrieval on an (N, captions_per_image·N) score matrix, caption j belonging to image
+    j // captions_per_image (SCAN's ``i2t``/``t2i`` protocol).
+
+    ``i2t/*``: each image's rank is that of its best-ranked true caption among all captions;
+    ``t2i/*``: each caption's rank is that of its image among all images. R@k, MedR, MeanR
+    per direction and ``rsum`` (sum of the recalls). Same rank and tie rule as :func:`rank_metrics`;
+    beyond ``sims`` it holds one boolean mask of the same shape.
+    """
+    n_images, n_captions = sims.shape
+    if captions_per_image < 1 or n_captions != captions_per_image * n_images:
+        raise ValueError(f"sims {tuple(sims.shape)} must be (N, {captions_per_image}·N) for "
+                         f"captions_per_image={captions_per_image}")
+    relevant = pair_relevance(torch.arange(n_captions, device=sims.device) // captions_per_image, n_images)
+    out = {f"i2t/{k}": v for k, v in rank_metrics(sims, relevant, ks).items()}
+    out.update({f"t2i/{k}": v for k, v in rank_metrics(sims.T, relevant.T, ks).items()})
+    out["rsum"] = recall_sum(out, ("i2t", "t2i"), ks)
+    return out
+
+
+def mean_over_folds(per_fold: list[dict[str, float]], directions: tuple[str, ...] = (),
+                    ks: tuple[int, ...] = (1, 5, 10)) -> dict[str, float]:
+    """Mean of every metric over folds (COCO 1K: five folds of 1,000 images); ``rsum``, when
+    present, is recomputed from the mean recalls of ``directions``."""
+    out = {k: sum(f[k] for f in per_fold) / len(per_fold) for k in per_fold[0]}
+    if "rsum" in out:
+        out["rsum"] = recall_sum(out, directions, ks)
+    return out

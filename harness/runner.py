@@ -13,7 +13,7 @@ from tqdm.auto import tqdm
 
 from harness import evaluate as ev
 from harness import train as tr
-from harness.data import PairedData
+from harness.data import PairedData, Split
 from harness.errors import ConfigError
 from harness.method import Method
 from harness.profiling import Profiler
@@ -38,8 +38,15 @@ def resolve_device(name: str) -> torch.device:
 
 
 def load_data(spec: TaskSpec) -> PairedData:
-    """Load the task's dataset through its registered source."""
-    return SOURCES.get(spec.dataset.kind).load(spec.dataset.params)
+    """Load the task's dataset through its registered source; check that every fold protocol fits it."""
+    data = SOURCES.get(spec.dataset.kind).load(spec.dataset.params)
+    for name in ("val", "test"):
+        n_items = len(data[name].a)
+        bad = [n for n in spec.metrics.folds if n_items % n]
+        if bad:
+            raise ConfigError(f"{spec.path}: metrics.folds {bad} do not divide the {n_items} a-items of the "
+                              f"{name} split into equal folds; use divisors of {n_items}")
+    return data
 
 
 def build_method(spec: TaskSpec, name: str, data: PairedData, device: torch.device) -> Method:
@@ -103,23 +110,37 @@ def run_one(spec: TaskSpec, name: str, seed: int, data: PairedData, opts: RunOpt
 
 def full_test(method: Method, data: PairedData, spec: TaskSpec, batch_size: int, prof: Profiler,
               device: torch.device) -> dict[str, float]:
-    """Whole-test retrieval (encode every item, score all pairs, rank), each part timed."""
-    split = data["test"]
-    with prof.phase("test"), prof.timer("test_total"):
-        with prof.timer("test_encode"):
+    """Whole-test retrieval for every protocol of the task (the whole split, and averages over
+    consecutive folds such as MS-COCO 1K); each protocol encodes, scores and ranks on its own clock."""
+    metrics: dict[str, float] = {}
+    for n_folds in spec.metrics.folds:
+        metrics.update(run_protocol(method, data["test"], spec, n_folds, batch_size, prof, device))
+    return metrics
+
+
+def run_protocol(method: Method, split: Split, spec: TaskSpec, n_folds: int, batch_size: int, prof: Profiler,
+                 device: torch.device) -> dict[str, float]:
+    """Encode every item, score within each of ``n_folds`` folds, rank; timed as test_total/encode/score/rank
+    with the protocol's tag ('' or '@<n>folds'), peak memory in phase 'test<tag>'."""
+    tag = ev.protocol_tag(n_folds)
+    with prof.phase(f"test{tag}"), prof.timer(f"test_total{tag}"):
+        with prof.timer(f"test_encode{tag}"):
             emb_a, emb_b = ev.encode_split(method, split, device, batch_size)
-        with prof.timer("test_score"):
-            sims = ev.score_split(method, emb_a, emb_b)
-        with prof.timer("test_rank"):
-            return ev.rank_split(sims, split, spec.metrics)
+        folds = ev.make_folds(split, n_folds)
+        with prof.timer(f"test_score{tag}"):
+            blocks = ev.score_folds(method, emb_a, emb_b, folds)
+        with prof.timer(f"test_rank{tag}"):
+            return ev.rank_folds(blocks, folds, split, spec.metrics)
 
 
 def run_names(spec: TaskSpec, methods: list[str], overrides: list[str], epochs: int | None) -> dict[str, str]:
-    """Folder name per method: the method name plus any override that touches it."""
+    """Folder name per method: the method name plus any override that touches it (the dataset's
+    location, ``dataset.root``, changes no result and names no folder)."""
     names = {}
     for name in methods:
         tags = [o.split(".", 1)[1] if o.startswith(f"{name}.") else o for o in overrides
-                if o.startswith(f"{name}.") or o.split(".", 1)[0] in ("train", "dataset", "encoders", "metrics")]
+                if (o.startswith(f"{name}.") or o.split(".", 1)[0] in ("train", "dataset", "encoders", "metrics"))
+                and not o.startswith("dataset.root=")]
         if epochs is not None:
             tags.append(f"epochs={epochs}")
         names[name] = f"{name}@{','.join(tags)}" if tags else name

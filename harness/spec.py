@@ -48,26 +48,43 @@ class TrainSpec:
 OPTIMIZERS = ("adam", "adamw", "sgd")
 
 
+# Retrieval directions: a2b ranks b items for each a item; i2t/t2i are the image–text names
+# of a2b/b2a (modality a holds images, b captions). The value says whether the query axis
+# is the score matrix's second one.
+DIRECTIONS = {"a2b": False, "b2a": True, "i2t": False, "t2i": True}
+
+
 @dataclass(frozen=True)
 class MetricSpec:
     directions: tuple[str, ...] = ("a2b", "b2a")
     relevance: tuple[str, ...] = ("pair",)
     ks: tuple[int, ...] = (1, 5, 10)
+    rsum: bool = False
+    folds: tuple[int, ...] = (1,)
 
     def check(self, where: str) -> None:
         for d in self.directions:
-            if d not in ("a2b", "b2a"):
-                raise unknown("direction", d, ("a2b", "b2a"), where)
+            if d not in DIRECTIONS:
+                raise unknown("direction", d, DIRECTIONS, where)
         for r in self.relevance:
             if r not in ("pair", "class"):
                 raise unknown("relevance", r, ("pair", "class"), where)
         P.require(len(self.ks) > 0 and min(self.ks) >= 1, where, "ks must be positive integers")
+        P.require(len(self.folds) > 0 and min(self.folds) >= 1 and len(set(self.folds)) == len(self.folds),
+                  where, f"folds {list(self.folds)} must be distinct positive fold counts (1 = the whole split)")
 
     def names(self) -> list[str]:
-        """Every metric name this spec produces, e.g. 'a2b/R@1', 'b2a/class_MedR'."""
+        """Every metric name this spec produces, e.g. 'a2b/R@1', 'b2a/class_MedR', '5folds/rsum'."""
         stats = [f"R@{k}" for k in self.ks] + ["MedR", "MeanR"]
         prefix = {"pair": "", "class": "class_"}
-        return [f"{d}/{prefix[r]}{s}" for d in self.directions for r in self.relevance for s in stats]
+        names = [f"{d}/{prefix[r]}{s}" for d in self.directions for r in self.relevance for s in stats]
+        names += ["rsum"] if self.rsum else []
+        return [f"{fold_prefix(n)}{name}" for n in self.folds for name in names]
+
+
+def fold_prefix(n_folds: int) -> str:
+    """Metric-name prefix of a protocol that averages over ``n_folds`` consecutive folds ('' for 1)."""
+    return "" if n_folds == 1 else f"{n_folds}folds/"
 
 
 @dataclass(frozen=True)

@@ -33,25 +33,49 @@ def group_runs(results: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]
 
 
 def accuracy_rows(results: list[dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
-    """Header and rows of the accuracy table (plus published reference rows when the task has them)."""
+    """Header and rows of the accuracy table (plus published reference rows when the task has them).
+
+    One row group per (fold protocol, relevance); results on a source marked ``timing_only``
+    (random data in a real dataset's shapes) say so in every row.
+    """
     groups = group_runs(results)
     first = results[0]
     metrics = first["config"]["metrics"]
     stats = [f"R@{k}" for k in metrics["ks"]] + ["MedR"]
-    header = ["error type", "method", "seeds"] + [f"{d} {s}" for d in metrics["directions"] for s in stats]
+    columns = [(f"{d} {s}", d, s) for d in metrics["directions"] for s in stats]
+    header = ["error type", "method", "seeds"] + [c[0] for c in columns] + (["rsum"] if metrics.get("rsum") else [])
     reference = first.get("reference") or {}
+    note = " (timing only: random data)" if any((r.get("dataset") or {}).get("timing_only") for r in results) else ""
     rows = []
-    for relevance in metrics["relevance"]:
-        prefix = "" if relevance == "pair" else "class_"
-        for name, runs in groups.items():
-            cells = [_mean_std([r["metrics"][f"{d}/{prefix}{s}"] for r in runs], 1 if s == "MedR" else 2)
-                     for d in metrics["directions"] for s in stats]
-            rows.append([f"{relevance}-based", name, str(len(runs)), *cells])
-        for name, published in (reference.get("methods") or {}).items():
-            cells = [_published(published.get(f"{d}/{prefix}{s}")) for d in metrics["directions"] for s in stats]
-            if any(c != "–" for c in cells):
-                rows.append([f"{relevance}-based", f"{name} ({reference.get('label', 'published')})", "–", *cells])
+    for n_folds in metrics.get("folds", [1]):
+        for relevance in metrics["relevance"]:
+            label = f"{relevance}-based{'' if n_folds == 1 else f', {n_folds} folds (mean)'}{note}"
+            names = _metric_names(columns, metrics, n_folds, relevance)
+            for name, runs in groups.items():
+                cells = [_mean_std([r["metrics"][m] for r in runs], 1 if m.endswith("MedR") else 2) for m in names]
+                rows.append([label, name, str(len(runs)), *cells])
+            for name, published in (reference.get("methods") or {}).items():
+                cells = [_published(published.get(m, _published_rsum(published, names, m))) for m in names]
+                if any(c != "–" for c in cells):
+                    rows.append([label, f"{name} ({reference.get('label', 'published')})", "–", *cells])
     return header, rows
+
+
+def _metric_names(columns: list[tuple[str, str, str]], metrics: dict[str, Any], n_folds: int,
+                  relevance: str) -> list[str]:
+    """Result-file names of the accuracy columns for one fold protocol and relevance."""
+    fold = "" if n_folds == 1 else f"{n_folds}folds/"
+    rel = "" if relevance == "pair" else "class_"
+    names = [f"{fold}{d}/{rel}{s}" for _, d, s in columns]
+    return names + ([f"{fold}rsum"] if metrics.get("rsum") else [])
+
+
+def _published_rsum(published: dict[str, Any], names: list[str], name: str) -> float | None:
+    """A published rsum, summed from the published recalls of the same protocol when all are given."""
+    if not name.endswith("rsum"):
+        return None
+    recalls = [published.get(n) for n in names if "/R@" in n and "class_" not in n]
+    return None if not recalls or None in recalls else round(sum(recalls), 2)
 
 
 def _published(value: Any) -> str:
@@ -67,30 +91,79 @@ def _memory(runs: list[dict[str, Any]], phase: str, field: str) -> list[float]:
 
 
 def timing_rows(results: list[dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
-    """Header and rows of the timing/memory table; ratios are against the first method listed."""
+    """Header and rows of the timing/memory table: one row per (method, test protocol).
+
+    Ratios are against ``reference.timing.relative_to`` when that method ran, else the first
+    method listed. A protocol of n folds reports its times per fold (total / n), as the
+    SwAMP paper does for MS-COCO 1K. Published timings (``reference.timing``) fill labelled
+    columns of their own, with the same ratios.
+    """
     groups = group_runs(results)
-    ref_name = next(iter(groups))
-    ref_step = statistics.mean(_timing(groups[ref_name], "train_step"))
-    ref_test = statistics.mean(_timing(groups[ref_name], "test_total"))
+    published = (results[0].get("reference") or {}).get("timing") or {}
+    base = _baseline(groups, published.get("relative_to"))
     cuda = any("cuda_max_allocated_mib" in r["profile"]["memory"].get("train", {}) for r in results)
     mem_field, mem_label = ("cuda_max_allocated_mib", "CUDA alloc") if cuda else ("cpu_peak_rss_mib", "RSS")
-    header = ["method", "train step ms (median)", "p90 ms", "epoch s", f"step / {ref_name}",
-              "test s", "encode s", "score s", "rank s", f"test / {ref_name}",
+    header = ["method", "test protocol", "train step ms (median)", "p90 ms", "epoch s", f"step / {base}",
+              "test s", "encode s", "score s", "rank s", f"test / {base}",
               f"train peak MiB ({mem_label})", f"test peak MiB ({mem_label})"]
+    ref_label = published.get("label", "published")
+    if published.get("methods"):
+        header += [f"{ref_label}: step s", f"{ref_label}: step / {base}", f"{ref_label}: test s",
+                   f"{ref_label}: test / {base}"]
     rows = []
-    for name, runs in groups.items():
-        step = _timing(runs, "train_step", scale=1e3)
-        test = _timing(runs, "test_total")
-        rows.append([
-            name, _mean_std(step), _mean_std(_timing(runs, "train_step", "p90_s", 1e3)),
-            _mean_std(_timing(runs, "train_epoch")),
-            f"{statistics.mean(step) / 1e3 / ref_step:.2f}×",
-            _mean_std(test, 3), _mean_std(_timing(runs, "test_encode"), 3),
-            _mean_std(_timing(runs, "test_score"), 3), _mean_std(_timing(runs, "test_rank"), 3),
-            f"{statistics.mean(test) / ref_test:.2f}×",
-            _mean_std(_memory(runs, "train", mem_field), 0), _mean_std(_memory(runs, "test", mem_field), 0),
-        ])
+    for tag in _protocol_tags(results):
+        for name, runs in groups.items():
+            rows.append(_timing_row(name, runs, groups[base], tag, mem_field) + _published_cells(
+                published, runs[0]["method"], groups[base][0]["method"], tag))
     return header, rows
+
+
+def _protocol_tags(results: list[dict[str, Any]]) -> list[str]:
+    """Timing-key suffixes of the test protocols present ('' whole split, '@5folds' five folds)."""
+    tags: list[str] = []
+    for r in results:
+        for key in r["profile"]["timing"]:
+            if key.startswith("test_total") and key[len("test_total"):] not in tags:
+                tags.append(key[len("test_total"):])
+    return tags
+
+
+def _folds(tag: str) -> int:
+    return int(tag[1:-len("folds")]) if tag else 1
+
+
+def _baseline(groups: dict[str, list[dict[str, Any]]], method: str | None) -> str:
+    """Run name of the method ratios refer to: ``method`` when it ran, else the first run."""
+    return next((name for name, runs in groups.items() if runs[0]["method"] == method), next(iter(groups)))
+
+
+def _timing_row(name: str, runs: list[dict[str, Any]], base: list[dict[str, Any]], tag: str,
+                mem_field: str) -> list[str]:
+    n = _folds(tag)
+    step = _timing(runs, "train_step", scale=1e3)
+    test = _timing(runs, f"test_total{tag}", scale=1 / n)
+    base_step, base_test = _timing(base, "train_step", scale=1e3), _timing(base, f"test_total{tag}", scale=1 / n)
+    parts = [_mean_std(_timing(runs, f"test_{part}{tag}", scale=1 / n), 3) for part in ("encode", "score", "rank")]
+    return [name, "whole test split" if n == 1 else f"{n} folds, per fold",
+            _mean_std(step), _mean_std(_timing(runs, "train_step", "p90_s", 1e3)), _mean_std(_timing(runs, "train_epoch")),
+            _ratio(step, base_step), _mean_std(test, 3), *parts, _ratio(test, base_test),
+            _mean_std(_memory(runs, "train", mem_field), 0), _mean_std(_memory(runs, f"test{tag}", mem_field), 0)]
+
+
+def _ratio(values: list[float], base: list[float]) -> str:
+    return f"{statistics.mean(values) / statistics.mean(base):.2f}×" if values and base else "–"
+
+
+def _published_cells(published: dict[str, Any], method: str, base: str, tag: str) -> list[str]:
+    """Published step and test seconds of ``method`` and their ratios to ``base``'s (empty without a block)."""
+    if not published.get("methods"):
+        return []
+    mine, theirs = published["methods"].get(method) or {}, published["methods"].get(base) or {}
+    cells = []
+    for key in ("train_step_s", f"test_s{tag}"):
+        value, ref = mine.get(key), theirs.get(key)
+        cells += [_published(value), f"{value / ref:.1f}×" if value is not None and ref else "–"]
+    return cells
 
 
 def hardware_line(results: list[dict[str, Any]]) -> str:

@@ -1,4 +1,4 @@
-"""Shared fixtures: a tiny task derived from the embedded synthetic task."""
+"""Shared fixtures: tiny tasks derived from the embedded synthetic task and from the image–text shapes task."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -25,6 +25,28 @@ TINY = {
 }
 
 
+# Image–text methods need sets of regions and words: a seconds-long variant of
+# tasks/flickr30k_shapes.yaml (random data in SCAN's layout, small widths).
+TINY_IMAGE_TEXT = {
+    "base": str(TASKS / "flickr30k_shapes.yaml"),
+    "name": "tiny_image_text",
+    "version": "test",
+    "dataset": {"images": [16, 10, 10], "regions": 6, "feature_dim": 24, "vocab_size": 40, "median_words": 4.0,
+                "max_words": 8},
+    "encoders": {"a": {"dim": 16}, "b": {"word_dim": 8, "dim": 16}},
+    "metrics": {"folds": [1, 5]},
+    "train": {"epochs": 2, "batch_size": 32, "eval_batch_size": 16},
+    "methods": {
+        "scan": {"method": "scan_i2t_avg", "lambda_softmax": 4},
+        "scan_i2t_lse": {"method": "scan_i2t_lse", "lambda_softmax": 4, "lambda_lse": 5},
+        "scan_t2i_avg": {"method": "scan_t2i_avg", "lambda_softmax": 9},
+        "scan_t2i_lse": {"method": "scan_t2i_lse", "lambda_softmax": 9, "lambda_lse": 6},
+        "contrastive_par": {"method": "contrastive_par", "p": 3, "T": 0.5, "H": 2},
+        "swamp_par": {"method": "swamp_par", "K": 8, "queue": 64, "tau": 0.1, "eta": 5.0, "p": 3, "T": 0.5, "H": 2},
+    },
+}
+
+
 def write_task(folder: Path, body: dict, name: str = "tiny.yaml") -> Path:
     """Write a task mapping (``base`` may point at a real task) and return its path."""
     path = folder / name
@@ -36,3 +58,9 @@ def write_task(folder: Path, body: dict, name: str = "tiny.yaml") -> Path:
 def tiny_task(tmp_path: Path) -> Path:
     """Path of a seconds-long variant of tasks/synthetic.yaml."""
     return write_task(tmp_path, TINY)
+
+
+@pytest.fixture
+def tiny_image_text_task(tmp_path: Path) -> Path:
+    """Path of a seconds-long image–text task on random data in SCAN's layout."""
+    return write_task(tmp_path, TINY_IMAGE_TEXT, "tiny_image_text.yaml")

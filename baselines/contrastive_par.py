@@ -1,0 +1,67 @@
+"""Contrastive-PAR: the VSE++ max-violation hinge on PAR vectors of region and word sets (SwAMP paper,
+image–text experiments). ``PARPooled`` is the mixin that SwAMP-PAR shares."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+
+from baselines.contrastive import Contrastive, ContrastiveParams
+from harness.encoders.par import PAR
+from harness.params import require
+from harness.registry import METHODS
+
+
+@dataclass(frozen=True)
+class PARFields:
+    """PAR settings: p queries, attention temperature T, H heads (Flickr30K: 20, 0.5, 1; MS-COCO: 10, 0.5, 2)."""
+
+    p: int = 20
+    T: float = 0.5
+    H: int = 1
+
+    def check_par(self, where: str) -> None:
+        require(self.p >= 1 and self.H >= 1, where, f"p ({self.p}) and H ({self.H}) must be >= 1")
+        require(self.T > 0, where, f"T must be > 0, got {self.T}")
+
+
+class PARPooled:
+    """Mixin for a Method: both modalities' encoders yield sets, pooled by one shared :class:`PAR`."""
+
+    params: Any
+    encoders: nn.ModuleDict
+
+    def __init__(self, encoders: dict[str, nn.Module], params: Any):
+        super().__init__(encoders, params)  # type: ignore[call-arg]
+        self.par = PAR(self._set_width(), params.p, params.T, params.H)
+
+    def _set_width(self) -> int:
+        widths = {m: enc.out_dim for m, enc in self.encoders.items()}
+        if len(set(widths.values())) != 1:
+            raise ValueError(f"PAR needs encoders of equal width, got {widths}")
+        return next(iter(widths.values()))
+
+    @property
+    def embed_dim(self) -> int:
+        """p · D: the PAR vector's width."""
+        return self.params.p * self._set_width()
+
+    def encode(self, modality: str, x: Any) -> torch.Tensor:
+        """(B, p·D) unit-norm PAR vectors of a batch of region sets or captions."""
+        return self.par(self.encoders[modality](x))
+
+
+@dataclass(frozen=True)
+class ContrastivePARParams(ContrastiveParams, PARFields):
+    def check(self, where: str) -> None:
+        super().check(where)
+        self.check_par(where)
+
+
+@METHODS.register("contrastive_par")
+class ContrastivePAR(PARPooled, Contrastive):
+    """VSE++ hinge (margin 0.2, max violation) on PAR vectors."""
+
+    Params = ContrastivePARParams
