@@ -46,6 +46,13 @@ def build_parser() -> argparse.ArgumentParser:
     table = sub.add_parser("table", help="re-render tables from saved result files")
     table.add_argument("folder", help="e.g. results/synthetic")
     table.add_argument("--format", default="simple", help="console format (tabulate name; md and tex also accepted)")
+    from harness.bench import DEFAULT_FACTOR
+
+    bench = sub.add_parser("bench", help="regression gate: asv suite on REV and on the working tree; exit 1 if slower")
+    bench.add_argument("--against", required=True, metavar="REV", help="commit to compare with, e.g. HEAD~1 or main")
+    bench.add_argument("--factor", type=float, default=DEFAULT_FACTOR,
+                       help=f"after/before ratio that fails the gate (default: {DEFAULT_FACTOR}, from measured noise)")
+    bench.add_argument("--bench", default=None, metavar="REGEX", help="only benchmarks matching REGEX (asv's -b)")
     return parser
 
 
@@ -112,9 +119,15 @@ def cmd_table(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_bench(args: argparse.Namespace) -> int:
+    from harness import bench
+
+    return bench.gate(args.against, args.factor, args.bench)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    handler = {"run": cmd_run, "list": cmd_list, "table": cmd_table}[args.command]
+    handler = {"run": cmd_run, "list": cmd_list, "table": cmd_table, "bench": cmd_bench}[args.command]
     try:
         return handler(args)
     except ConfigError as err:

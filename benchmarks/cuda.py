@@ -1,0 +1,66 @@
+"""GPU time (ms) and allocator peak (MiB) via ``track_*``: time_* and peakmem_* see neither.
+
+Each set-up raises NotImplementedError without a CUDA device, which asv shows as skipped.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import torch
+
+from benchmarks import common
+from benchmarks.kernels import ETA, swamp_logits
+from harness.ot import sinkhorn
+
+
+class _Cuda:
+    """Shared track_* pair; subclasses set ``self.call`` (the measured callable) in setup."""
+
+    call: Callable[[], Any]
+
+    def track_ms(self, *params: str) -> float:
+        return common.cuda_ms(self.call, self.device)
+
+    track_ms.unit = "ms"  # type: ignore[attr-defined]
+
+    def track_max_allocated(self, *params: str) -> float:
+        return common.cuda_peak_mib(self.call, self.device)
+
+    track_max_allocated.unit = "MiB"  # type: ignore[attr-defined]
+
+
+class CudaTrainStep(_Cuda):
+    """One training step per method on the GPU (data moved per batch, as in real runs)."""
+
+    params = [common.benchmark_methods()]
+    param_names = ["method"]
+
+    def setup(self, method: str) -> None:
+        self.device = common.require_cuda()
+        task = common.benchmark_task()
+        self.call = common.train_step(task, method, common.load_data(task), self.device)
+
+
+class CudaRetrieval(_Cuda):
+    """Whole-test retrieval per method on the GPU."""
+
+    params = [common.benchmark_methods()]
+    param_names = ["method"]
+
+    def setup(self, method: str) -> None:
+        self.device = common.require_cuda()
+        task = common.benchmark_task()
+        self.call = common.retrieval(task, method, common.load_data(task), self.device)
+
+
+class CudaSinkhorn(_Cuda):
+    """``harness.ot.sinkhorn`` on GPU logits at the paper's sizes."""
+
+    params = [["1408x1000", "2048x500"]]
+    param_names = ["N x K"]
+
+    def setup(self, shape: str) -> None:
+        self.device = common.require_cuda()
+        n, k = (int(v) for v in shape.split("x"))
+        logits = swamp_logits(n, k, torch.Generator().manual_seed(common.SEED)).to(self.device)
+        self.call = lambda: sinkhorn(logits, ETA, n_iters=3)

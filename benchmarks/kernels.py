@@ -1,0 +1,46 @@
+"""The kernels every run leans on: Sinkhorn at the paper's queue/K sizes, and ranking."""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from benchmarks import common
+from harness.metrics import pair_relevance, rank_metrics
+from harness.ot import sinkhorn
+
+TAU, ETA, DIM = 0.01, 20.0, 5  # the synthetic task's SwAMP settings and embedding size
+
+
+def swamp_logits(n: int, k: int, generator: torch.Generator) -> torch.Tensor:
+    """log p(y|x) (n, k) as SwAMP feeds Sinkhorn: cosines of unit vectors over tau, log-softmaxed."""
+    emb = F.normalize(torch.randn(n, DIM, generator=generator), dim=1)  # (N, D)
+    protos = F.normalize(torch.randn(k, DIM, generator=generator), dim=1)  # (K, D)
+    return F.log_softmax(emb @ protos.T / TAU, dim=1)
+
+
+class Sinkhorn:
+    """``harness.ot.sinkhorn`` (3 iterations, eta 20) on batch + queue rows against K prototypes."""
+
+    params = [["1408x1000", "2048x500"]]
+    param_names = ["N x K"]
+
+    def setup(self, shape: str) -> None:
+        common.pin_threads()
+        n, k = (int(v) for v in shape.split("x"))
+        self.logits = swamp_logits(n, k, torch.Generator().manual_seed(common.SEED))
+
+    def time_sinkhorn(self, shape: str) -> None:
+        sinkhorn(self.logits, ETA, n_iters=3)
+
+
+class RankMetrics:
+    """``harness.metrics.rank_metrics`` on 1,000 queries x 5,000 gallery items (5 relevant each)."""
+
+    def setup(self) -> None:
+        common.pin_threads()
+        generator = torch.Generator().manual_seed(common.SEED)
+        self.sims = torch.randn(1000, 5000, generator=generator)  # (Q, G)
+        self.relevant = pair_relevance(torch.arange(5000) // 5, 1000)  # (Q, G), five captions per image
+
+    def time_rank_metrics(self) -> None:
+        rank_metrics(self.sims, self.relevant, (1, 5, 10))

@@ -1,0 +1,40 @@
+"""SCAN's cross-attention scorer on a fixed chunk: 16 images x 80 captions, 36 regions, D = 1024."""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from benchmarks import common
+
+IMAGES, CAPTIONS, REGIONS, DIM, MAX_WORDS = 16, 80, 36, 1024, 20
+LAMBDA_SOFTMAX = {"t2i": 9.0, "i2t": 4.0}  # SCAN's Flickr30K settings
+LAMBDA_LSE = {"t2i": 6.0, "i2t": 5.0}
+
+
+class ScanScorer:
+    """``baselines.scan.xattn_similarity`` (no gradient) per direction and pooling.
+
+    Imported in set-up: a revision without SCAN shows n/a instead of breaking the suite.
+    """
+
+    params = [["t2i_avg", "t2i_lse", "i2t_avg", "i2t_lse"]]
+    param_names = ["variant"]
+
+    def setup(self, variant: str) -> None:
+        common.pin_threads()
+        try:
+            from baselines.scan import xattn_similarity
+        except ImportError as err:
+            raise NotImplementedError(f"no SCAN scorer in this revision: {err}") from None
+        g = torch.Generator().manual_seed(common.SEED)
+        images = F.normalize(torch.randn(IMAGES, REGIONS, DIM, generator=g), dim=2)  # (n_i, R, D)
+        captions = F.normalize(torch.randn(CAPTIONS, MAX_WORDS, DIM, generator=g), dim=2)  # (n_c, L, D)
+        lengths = torch.randint(4, MAX_WORDS + 1, (CAPTIONS,), generator=g)  # (n_c,)
+        direction, agg = variant.split("_")
+        kw = dict(direction=direction, agg=agg, lambda_softmax=LAMBDA_SOFTMAX[direction],
+                  lambda_lse=LAMBDA_LSE[direction])
+        self.score = lambda: xattn_similarity(images, captions, lengths, **kw)
+
+    def time_xattn_similarity(self, variant: str) -> None:
+        with torch.no_grad():
+            self.score()

@@ -1,0 +1,302 @@
+"""Regression gate: ``python -m harness bench --against REV [--factor F] [--bench REGEX]``.
+
+Runs the asv suite (``benchmarks/``) on REV, checked out with ``git worktree`` into a
+temporary folder, and on the working tree, in one invocation on this machine. Both use this
+Python environment (asv's ``existing`` environment: torch is never rebuilt); each side's
+checkout goes first on the path (ASV_PYTHONPATH, which asv turns into PYTHONPATH), while
+the suite is always the working tree's, less the modules REV cannot import. It prints asv's
+comparison table and exits 1 when a benchmark got worse than ``factor`` x REV's value, or
+failed where REV's ran. asv's ``compare`` exits 0 on regressions and ``continuous`` refuses
+an existing environment, so the verdict is read from the result files. Exit 2: bad input,
+or no results to compare.
+"""
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+from harness.errors import ConfigError
+
+ROOT = Path(__file__).resolve().parent.parent
+CONFIG_NAME = "asv.conf.json"
+# Two runs of one commit on the 2-core development machine, under a load average of 3.2-4.7,
+# differed by ratios from 0.65 to 1.38 (1/0.65 = 1.54); docs/benchmarks.md has the table.
+DEFAULT_FACTOR = 2.0
+PASSES = 2  # asv runs per side, interleaved with the other side's
+
+
+@dataclass(frozen=True)
+class Regression:
+    """A benchmark that got worse: its value on REV and on the working tree (None: it failed)."""
+
+    name: str
+    before: float
+    after: float | None
+
+    def describe(self) -> str:
+        """One line for the gate's summary."""
+        if self.after is None:
+            return f"{self.name}: failed (REV: {self.before:.4g})"
+        return f"{self.name}: {self.before:.4g} -> {self.after:.4g} ({self.after / self.before:.2f}x)"
+
+
+@dataclass(frozen=True)
+class Side:
+    """One side of the comparison: the code at ``source``, recorded as ``commit`` under ``folder``."""
+
+    label: str
+    source: Path
+    commit: str
+    folder: Path
+    config: Path
+
+    @property
+    def results(self) -> Path:
+        """asv's results folder of this side."""
+        return self.folder / "results"
+
+    def values(self) -> dict[str, float | None]:
+        """The benchmark values recorded so far (see :func:`load_values`)."""
+        return load_values(self.results, self.commit)
+
+
+def git(root: Path, *args: str) -> str:
+    """Standard output of ``git -C root ARGS``, stripped; CalledProcessError when git fails."""
+    done = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, check=True)
+    return done.stdout.strip()
+
+
+def resolve_rev(root: Path, rev: str) -> str:
+    """Full hash of commit ``rev`` of the repository at ``root``, or ConfigError naming the fix."""
+    try:
+        return git(root, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}")
+    except (subprocess.CalledProcessError, FileNotFoundError):
+        raise ConfigError(f"--against {rev!r}: not a commit of the git repository at {root}; "
+                          "give a commit hash, tag or branch, e.g. HEAD~1 or main") from None
+
+
+@contextlib.contextmanager
+def worktree(root: Path, commit: str) -> Iterator[Path]:
+    """A detached checkout of ``commit`` in a temporary folder, removed afterwards."""
+    with tempfile.TemporaryDirectory(prefix="swamp-bench-rev-") as tmp:
+        path = Path(tmp) / "tree"
+        git(root, "worktree", "add", "--detach", "--quiet", str(path), commit)
+        try:
+            yield path
+        finally:
+            git(root, "worktree", "remove", "--force", str(path))
+
+
+def read_config(root: Path) -> dict[str, Any]:
+    """``root``'s asv.conf.json (JSON with // comments)."""
+    from asv.util import load_json
+
+    return load_json(str(root / CONFIG_NAME), js_comments=True)
+
+
+def write_config(root: Path, folder: Path, suite: Path) -> Path:
+    """A copy of ``root``'s asv.conf.json running ``suite``, with results and html kept under ``folder``."""
+    conf = read_config(root)
+    conf.update(repo=str(root), branches=["HEAD"], benchmark_dir=str(suite), results_dir=str(folder / "results"),
+                html_dir=str(folder / "html"), env_dir=str(folder / "env"))
+    path = folder / CONFIG_NAME
+    folder.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(conf, indent=2))
+    return path
+
+
+# Imports each module of a suite folder (argv[1]) as asv does, without its parent on sys.path,
+# and prints {module: error} for those that fail.
+_IMPORT_CHECK = """
+import importlib, importlib.util, json, os, pkgutil, sys
+suite = sys.argv[1]
+name = os.path.basename(suite)
+spec = importlib.util.spec_from_file_location(name, os.path.join(suite, "__init__.py"),
+                                              submodule_search_locations=[suite])
+sys.modules[name] = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(sys.modules[name])
+failed = {}
+for info in pkgutil.iter_modules([suite]):
+    try:
+        importlib.import_module(name + "." + info.name)
+    except Exception as err:
+        failed[info.name] = type(err).__name__ + ": " + str(err)
+print(json.dumps(failed))
+"""
+
+
+def suite_for(suite: Path, env: dict[str, str], folder: Path) -> Path:
+    """A copy of ``suite`` without the modules that cannot be imported under ``env`` (printed).
+
+    Against an older revision, a benchmark module that imports code added since would stop
+    asv's discovery of the whole suite; left out, its benchmarks are simply not compared.
+    """
+    done = subprocess.run([sys.executable, "-c", _IMPORT_CHECK, str(suite)], env=env, cwd=tempfile.gettempdir(),
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        raise ConfigError(f"the benchmark suite {suite} does not import: {done.stderr.strip()[-500:]}")
+    failed = json.loads(done.stdout.strip().splitlines()[-1])
+    for module, error in failed.items():
+        print(f"   not compared: {suite.name}/{module}.py cannot be imported here ({error})")
+    skip = {f"{module}.py" for module in failed} | {"__pycache__"}
+    shutil.copytree(suite, folder / suite.name, ignore=lambda _, names: [n for n in names if n in skip])
+    return folder / suite.name
+
+
+def side_env(source: Path, home: Path) -> dict[str, str]:
+    """Environment with ``source`` first on the path; HOME holding the gate's own machine file.
+
+    asv drops PYTHONPATH from the environment of benchmark processes and sets it from
+    ASV_PYTHONPATH instead, so both are set.
+    """
+    path = os.pathsep.join([str(source), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))])
+    return {**os.environ, "PYTHONPATH": path, "ASV_PYTHONPATH": path, "HOME": str(home)}
+
+
+def check_source(source: Path, env: dict[str, str]) -> None:
+    """Fail unless ``import harness`` under ``env`` loads the checkout at ``source``."""
+    found = subprocess.run([sys.executable, "-c", "import harness; print(harness.__file__)"], env=env,
+                           cwd=tempfile.gettempdir(), capture_output=True, text=True).stdout.strip()
+    if not found or Path(found).resolve().parent.parent != source.resolve():
+        raise ConfigError(f"import harness loads {found or 'nothing'}, not the checkout at {source}; "
+                          "remove other copies of harness from sys.path (PYTHONPATH, .pth files)")
+
+
+def run_suite(side: Side, bench: str | None, append: bool) -> None:
+    """One pass of ``asv run`` (one round per benchmark) on ``side``'s code; ``append`` pools its samples."""
+    env = side_env(side.source, side.folder)
+    asv = [sys.executable, "-m", "asv"]
+    if not (side.folder / ".asv-machine.json").exists():
+        subprocess.run([*asv, "machine", "--yes", "--config", str(side.config)], env=env, check=True,
+                       stdout=subprocess.DEVNULL)
+    cmd = [*asv, "run", "--config", str(side.config), "--python=same", "--set-commit-hash", side.commit,
+           "--attribute", "rounds=1", "--record-samples", *(["--append-samples"] if append else []),
+           *(["--bench", bench] if bench else [])]
+    print(f"== asv run on {side.label} ({side.source})", flush=True)
+    subprocess.run(cmd, env=env, check=False)
+
+
+def load_values(results: Path, commit: str) -> dict[str, float | None]:
+    """Every benchmark value recorded for ``commit`` under ``results`` (asv's result format v2).
+
+    Parameterised benchmarks expand to one entry per combination, named like asv's
+    compare does: ``name(p1, p2)``. None means the benchmark failed; NaN that it was skipped.
+    """
+    values: dict[str, float | None] = {}
+    for path in sorted(results.glob("*/*.json")):
+        data = json.loads(path.read_text())
+        if data.get("commit_hash") != commit or "results" not in data:
+            continue
+        columns = data["result_columns"]
+        for name, row in data["results"].items():
+            entry = dict(zip(columns, row))
+            combos = itertools.product(*entry.get("params") or [])
+            for combo, value in zip(combos, entry["result"] or itertools.repeat(None)):
+                values[f"{name}({', '.join(combo)})" if combo else name] = value
+    return values
+
+
+def regressions(before: dict[str, float | None], after: dict[str, float | None],
+                factor: float) -> list[Regression]:
+    """Benchmarks worse than ``factor`` x their REV value, or failing where REV's ran.
+
+    Benchmarks missing on either side, skipped on either side (NaN, e.g. CUDA ones without
+    a GPU) or failing on REV are not judged.
+    """
+    found = []
+    for name in sorted(before.keys() & after.keys()):
+        old, new = before[name], after[name]
+        if old is None or math.isnan(old) or (new is not None and math.isnan(new)):
+            continue
+        if new is None or new > factor * old:
+            found.append(Regression(name, old, new))
+    return found
+
+
+def print_table(config: Path, before: tuple[str, Path], after: tuple[str, Path], factor: float) -> None:
+    """asv's comparison table ('+' marks a ratio above ``factor``) of two sides' result folders."""
+    from asv.commands.compare import Compare
+    from asv.config import Config
+    from asv.results import iter_results_for_machine_and_hash
+
+    def rows(commit: str, results: Path) -> Iterator[tuple[Any, ...]]:
+        for machine in sorted(p.name for p in results.iterdir() if p.is_dir()):
+            for result in iter_results_for_machine_and_hash(str(results), machine, commit):
+                for key in result.get_all_result_keys():
+                    params = result.get_result_params(key)
+                    yield (key, params, result.get_result_value(key, params), result.get_result_stats(key, params),
+                           result.get_result_samples(key, params), result.benchmark_version.get(key),
+                           machine, result.env_name)
+
+    Compare.print_table(Config.load(str(config)), before[0], after[0], factor=factor, split=False,
+                        resultset_1=rows(*before), resultset_2=rows(*after), use_stats=False,
+                        commit_names={} if before[0] == after[0] else {before[0]: "REV", after[0]: "working tree"})
+
+
+def require_asv() -> None:
+    """ConfigError with the install command when asv is missing."""
+    try:
+        import asv  # noqa: F401
+    except ImportError:
+        raise ConfigError('the regression gate needs asv: python -m pip install -e ".[test]"') from None
+
+
+def gate(against: str, factor: float = DEFAULT_FACTOR, bench: str | None = None, root: Path = ROOT) -> int:
+    """Measure ``against`` and the working tree at ``root``; 1 when a benchmark regressed, else 0.
+
+    The sides run in the order before, after, after, before (:data:`PASSES` passes each,
+    samples pooled), so that a change in machine load over the run hits both alike.
+    """
+    if not factor > 1.0:
+        raise ConfigError(f"--factor {factor}: must be > 1 (after/before ratio that counts as a regression)")
+    if not (root / CONFIG_NAME).exists():
+        raise ConfigError(f"no {CONFIG_NAME} at {root}: run the gate from a source checkout of SwAMP Bench")
+    rev, head = resolve_rev(root, against), resolve_rev(root, "HEAD")
+    require_asv()
+    with tempfile.TemporaryDirectory(prefix="swamp-bench-gate-") as tmp, worktree(root, rev) as rev_tree:
+        before = prepare(root, rev_tree, rev, f"REV {against}", Path(tmp) / "before")
+        after = prepare(root, root, head, "the working tree", Path(tmp) / "after")
+        order = [before, after, after, before] * (PASSES // 2) + [before, after] * (PASSES % 2)
+        for i, side in enumerate(order):
+            run_suite(side, bench, append=side in order[:i])
+        values = [side.values() for side in (before, after)]
+        for side, found in zip((before, after), values):
+            if not found:
+                raise ConfigError(f"asv recorded no results on {side.label}; its output above names the problem "
+                                  "(`asv check`, and a --bench pattern that matches some benchmark)")
+        print_table(after.config, (rev, before.results), (head, after.results), factor)
+    return report(regressions(values[0], values[1], factor), factor, against)
+
+
+def prepare(root: Path, source: Path, commit: str, label: str, folder: Path) -> Side:
+    """A side that runs the suite of ``root`` on the code at ``source``.
+
+    The working tree runs its suite as is, so a module that no longer imports fails the gate;
+    an older revision runs the modules it can import.
+    """
+    env = side_env(source, folder)
+    check_source(source, env)
+    suite = root / read_config(root).get("benchmark_dir", "benchmarks")
+    suite = suite if source == root else suite_for(suite, env, folder)
+    return Side(label, source, commit, folder, write_config(root, folder, suite))
+
+
+def report(found: list[Regression], factor: float, against: str) -> int:
+    """Print the verdict; the gate's exit status."""
+    if not found:
+        print(f"\nbench gate: no benchmark worse than {factor}x {against}")
+        return 0
+    print(f"\nbench gate: {len(found)} benchmark(s) worse than {factor}x {against}:")
+    for item in found:
+        print(f"  {item.describe()}")
+    return 1

@@ -1,0 +1,132 @@
+"""The regression gate: its verdict on hand-made asv results, its input errors, and end to end
+on a scratch repository where a commit slows Sinkhorn down."""
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness import bench
+from harness.cli import main
+from harness.errors import ConfigError
+from tests.conftest import ROOT
+
+COMMIT = "0123456789abcdef0123456789abcdef01234567"
+# What the gate needs of a checkout; results/ and other untracked output stay behind.
+SCRATCH_PATHS = ("harness", "baselines", "benchmarks", "tasks", "asv.conf.json", "pyproject.toml")
+SLOWDOWN = """
+
+import time as _time
+
+_unslowed_sinkhorn = sinkhorn
+
+
+def sinkhorn(*args, **kwargs):  # an artificial regression for the gate's test
+    _time.sleep(0.25)
+    return _unslowed_sinkhorn(*args, **kwargs)
+"""
+
+
+def write_result(folder: Path, commit: str, results: dict[str, list]) -> None:
+    """An asv result file (format 2) holding ``results`` (name -> [values, params])."""
+    path = folder / "machine" / f"{commit[:8]}-existing.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"commit_hash": commit, "version": 2, "result_columns": ["result", "params"],
+                                "results": results}))
+
+
+def test_load_values_expands_parameters_like_asv_compare(tmp_path):
+    write_result(tmp_path, COMMIT, {
+        "kernels.RankMetrics.time_rank_metrics": [[0.05], []],
+        "train.TrainStep.time_train_step": [[0.002, None], [["'contrastive'", "'swamp'"]]],
+        "cuda.CudaSinkhorn.track_ms": [[math.nan], [["'1408x1000'"]]],
+    })
+    write_result(tmp_path, "f" * 40, {"kernels.RankMetrics.time_rank_metrics": [[9.0], []]})
+    values = bench.load_values(tmp_path, COMMIT)
+    assert values["kernels.RankMetrics.time_rank_metrics"] == 0.05
+    assert values["train.TrainStep.time_train_step('contrastive')"] == 0.002
+    assert values["train.TrainStep.time_train_step('swamp')"] is None
+    assert math.isnan(values["cuda.CudaSinkhorn.track_ms('1408x1000')"])
+    assert bench.load_values(tmp_path, "e" * 40) == {}
+
+
+def test_regressions_apply_the_factor_and_flag_new_failures():
+    before = {"slower": 1.0, "noise": 1.0, "faster": 1.0, "broken": 1.0, "was_broken": None,
+              "skipped": math.nan, "gone": 1.0}
+    after = {"slower": 1.6, "noise": 1.4, "faster": 0.2, "broken": None, "was_broken": 5.0,
+             "skipped": 9.0, "new": 3.0}
+    found = bench.regressions(before, after, factor=1.5)
+    assert [r.name for r in found] == ["broken", "slower"]
+    assert "failed" in found[0].describe() and "1.60x" in found[1].describe()
+    assert bench.report(found, 1.5, "HEAD~1") == 1 and bench.report([], 1.5, "HEAD~1") == 0
+
+
+def test_bad_revision_is_a_config_error():
+    with pytest.raises(ConfigError, match="not a commit"):
+        bench.resolve_rev(ROOT, "no-such-revision")
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--against", "no-such-revision"], "not a commit of the git repository"),
+    (["--against", "HEAD", "--factor", "1.0"], "must be > 1"),
+])
+def test_bad_input_exits_2(capsys, args, message):
+    assert main(["bench", *args]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and message in err
+
+
+def git(repo: Path, *args: str) -> None:
+    subprocess.run(["git", "-C", str(repo), "-c", "user.name=gate test", "-c", "user.email=gate@test.invalid",
+                    *args], check=True, capture_output=True)
+
+
+@pytest.fixture(scope="module")
+def scratch_origin(tmp_path_factory) -> Path:
+    """A one-commit repository holding the current code (committed or not) of this checkout."""
+    repo = tmp_path_factory.mktemp("origin")
+    for name in SCRATCH_PATHS:
+        src = ROOT / name
+        if src.is_dir():
+            shutil.copytree(src, repo / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        else:
+            shutil.copy2(src, repo / name)
+    git(repo, "init", "-q")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "base")
+    return repo
+
+
+def run_gate(origin: Path, folder: Path, change: str | None) -> subprocess.CompletedProcess:
+    """Clone ``origin``, commit ``change`` to harness/ot.py (or nothing), gate it against its parent."""
+    repo = folder / "repo"
+    subprocess.run(["git", "clone", "-q", str(origin), str(repo)], check=True)
+    if change:
+        with (repo / "harness" / "ot.py").open("a") as ot:
+            ot.write(change)
+    git(repo, "commit", "-q", "-a", "--allow-empty", "-m", "change under test")
+    env = {**os.environ, "PYTHONPATH": str(repo)}
+    return subprocess.run([sys.executable, "-m", "harness", "bench", "--against", "HEAD~1", "--bench", "Sinkhorn",
+                           "--factor", "2"], cwd=repo, env=env, capture_output=True, text=True, timeout=600)
+
+
+@pytest.mark.slow
+def test_gate_passes_on_an_unchanged_copy(scratch_origin, tmp_path):
+    done = run_gate(scratch_origin, tmp_path, change=None)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "time_sinkhorn" in done.stdout and "no benchmark worse than 2.0x" in done.stdout
+
+
+@pytest.mark.slow
+def test_gate_fails_on_an_injected_slowdown(scratch_origin, tmp_path):
+    done = run_gate(scratch_origin, tmp_path, change=SLOWDOWN)
+    assert done.returncode == 1, done.stdout + done.stderr
+    verdict = done.stdout.split("bench gate:", 1)[1]
+    assert "worse than 2.0x HEAD~1" in verdict
+    assert "time_sinkhorn('1408x1000')" in verdict and "time_sinkhorn('2048x500')" in verdict
