@@ -44,3 +44,16 @@ class RankMetrics:
 
     def time_rank_metrics(self) -> None:
         rank_metrics(self.sims, self.relevant, (1, 5, 10))
+
+
+class RankMetricsMemory:
+    """Peak RSS of ranking a COCO-5K-sized (5,000 x 25,000) score matrix: the matrix and its mask
+    (~625 MB together) plus the row-chunk temporaries; a whole-matrix temporary adds 500 MB."""
+
+    def setup(self) -> None:
+        common.pin_threads()
+        self.sims = torch.randn(5000, 25000, generator=torch.Generator().manual_seed(common.SEED))
+        self.relevant = pair_relevance(torch.arange(25000) // 5, 5000)
+
+    def peakmem_rank_metrics_coco5k(self) -> None:
+        rank_metrics(self.sims, self.relevant, (1, 5, 10))
