@@ -35,18 +35,12 @@ class PARPooled:
 
     def __init__(self, encoders: dict[str, nn.Module], params: Any):
         super().__init__(encoders, params)  # type: ignore[call-arg]
-        self.par = PAR(self._set_width(), params.p, params.T, params.H)
-
-    def _set_width(self) -> int:
-        widths = {m: enc.out_dim for m, enc in self.encoders.items()}
-        if len(set(widths.values())) != 1:
-            raise ValueError(f"PAR needs encoders of equal width, got {widths}")
-        return next(iter(widths.values()))
+        self.par = PAR(self.encoder_width, params.p, params.T, params.H)
 
     @property
     def embed_dim(self) -> int:
         """p · D: the PAR vector's width."""
-        return self.params.p * self._set_width()
+        return self.params.p * self.encoder_width
 
     def encode(self, modality: str, x: Any) -> torch.Tensor:
         """(B, p·D) unit-norm PAR vectors of a batch of region sets or captions."""

@@ -26,12 +26,17 @@ class Method(nn.Module):
         self.params = params
 
     @property
-    def embed_dim(self) -> int:
-        """Width of the joint embedding (both encoders must agree)."""
+    def encoder_width(self) -> int:
+        """Output width shared by both encoders (they must agree)."""
         dims = {m: enc.out_dim for m, enc in self.encoders.items()}
         if len(set(dims.values())) != 1:
             raise ValueError(f"encoders disagree on the embedding size: {dims}")
         return next(iter(dims.values()))
+
+    @property
+    def embed_dim(self) -> int:
+        """Width of the joint embedding: the encoders' width unless a method pools further."""
+        return self.encoder_width
 
     def encode(self, modality: str, x: Any) -> torch.Tensor:
         """(B, D) unit-norm embeddings of a batch of ``modality`` ('a' or 'b') items."""
