@@ -22,6 +22,7 @@ from harness import spec as specs
 from harness import train as tr
 from harness.data import PairedData
 from harness.method import Method
+from harness.plan import Run
 from harness.profiling import MiB, synchronize
 from harness.registry import METHODS
 
@@ -95,9 +96,8 @@ def drift_task() -> specs.TaskSpec:
 def drift_metrics(task: specs.TaskSpec, name: str, data: PairedData) -> dict[str, float]:
     """Test metrics of a seeded CPU run of ``name``, through the same code as ``harness run``."""
     with tempfile.TemporaryDirectory() as out:
-        opts = runner.RunOptions(device=torch.device("cpu"), out=Path(out), run_names={name: name},
-                                 overrides=[], progress=False)
-        return runner.run_one(task, name, SEED, data, opts)["metrics"]
+        opts = runner.RunOptions(device=torch.device("cpu"), out=Path(out), progress=False)
+        return runner.run_one(Run(task, name, name, {}, SEED), data, opts)["metrics"]
 
 
 def reset_peak_rss() -> None:

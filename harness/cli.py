@@ -1,4 +1,4 @@
-"""Command line: ``python -m harness {run,list,table} ...``. Bad input exits with status 2."""
+"""Command line: ``python -m harness {run,list,table,plot,clusters,bench} ...``. Bad input exits with status 2."""
 from __future__ import annotations
 
 import argparse
@@ -36,7 +36,15 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--seeds", default="0", help="comma-separated seeds (default: 0)")
     run.add_argument("--set", dest="overrides", action="append", default=[], metavar="NAME.KEY=VALUE",
                      help="override a value, e.g. swamp.K=500 or train.lr=0.001 (repeatable)")
+    run.add_argument("--sweep", action="append", default=[], metavar="NAME.KEY=V1,V2,...",
+                     help="run every listed value, e.g. swamp.K=200,500,1000; several --sweep flags form a grid")
     run.add_argument("--epochs", type=int, default=None, help="override the number of epochs of every method")
+    run.add_argument("--init", default=None, metavar="PATH",
+                     help="start the encoders from a checkpoint (seed<k>.pt) or result file (seed<k>.json)")
+    run.add_argument("--reference", default=None, metavar="RUN",
+                     help="mark significant differences from this run in the tables, e.g. contrastive")
+    run.add_argument("--force", action="store_true",
+                     help="re-run finished runs and restart interrupted ones (default: skip and resume)")
     run.add_argument("--device", default="auto", help="auto (default), cpu, cuda or cuda:N")
     run.add_argument("--data-root", default=None, help="dataset folder (sets dataset.root)")
     run.add_argument("--out", default="results", help="results folder (default: results/)")
@@ -46,6 +54,22 @@ def build_parser() -> argparse.ArgumentParser:
     table = sub.add_parser("table", help="re-render tables from saved result files")
     table.add_argument("folder", help="e.g. results/synthetic")
     table.add_argument("--format", default="simple", help="console format (tabulate name; md and tex also accepted)")
+    table.add_argument("--reference", default=None, metavar="RUN",
+                       help="mark significant differences from this run, e.g. contrastive")
+    plot = sub.add_parser("plot", help="metric against a swept setting, one line per method (PNG and PDF)")
+    plot.add_argument("folder", help="results folder of one task, e.g. results/ablations/synthetic")
+    plot.add_argument("--x", required=True, metavar="NAME.KEY", help="swept setting, e.g. swamp.K or train.lr")
+    plot.add_argument("--metric", default=None, help="metric to plot (default: the task's selection metric)")
+    plot.add_argument("--reference", default=None, metavar="RUN", help="run drawn as a horizontal mean ± std band")
+    plot.add_argument("--out", default=None, help="output path without suffix (default: FOLDER/plots/<x>_<metric>)")
+    plot.add_argument("--logx", action="store_true", help="logarithmic x axis")
+    clusters = sub.add_parser("clusters", help="report on the prototypes a trained SwAMP model learned")
+    clusters.add_argument("target", help="result file (seed<k>.json) or its checkpoint (seed<k>.pt)")
+    clusters.add_argument("--out", default=None, help="report folder (default: beside the result, <run>/clusters-seed<k>)")
+    clusters.add_argument("--split", default="test", help="split whose items are assigned (default: test)")
+    clusters.add_argument("--top-words", type=int, default=5, help="frequent words listed per text cluster")
+    clusters.add_argument("--members", type=int, default=5, help="member ids listed per cluster and modality")
+    clusters.add_argument("--device", default="auto", help="auto (default), cpu, cuda or cuda:N")
     from harness.bench import DEFAULT_FACTOR
 
     bench = sub.add_parser("bench", help="regression gate: asv suite on REV and on the working tree; exit 1 if slower")
@@ -57,31 +81,42 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from harness import runner, spec as specs, tables
+    from harness import checkpoint, plan, runner, tables
 
     overrides = list(args.overrides) + ([f"dataset.root={args.data_root}"] if args.data_root else [])
-    seeds = parse_seeds(args.seeds)
-    task = specs.load_task(args.task, overrides)
-    methods = specs.select_methods(task, [m for m in args.methods.split(",") if m])
-    if args.epochs is not None:
-        task = specs.with_epochs(task, args.epochs)
-    device = runner.resolve_device(args.device)
-    data = runner.load_data(task)
-    opts = runner.RunOptions(device=device, out=Path(args.out), overrides=overrides,
-                             run_names=runner.run_names(task, methods, overrides, args.epochs),
-                             progress=not args.no_progress)
-    results = [runner.run_one(task, name, seed, data, opts) for name in methods for seed in seeds]
-    folder = Path(args.out) / task.name
-    _print_tables(results)
-    paths = tables.write_tables(results, folder)
-    print(f"\nresults: {folder}/<method>/seed<k>.json; tables: {', '.join(str(p) for p in paths)}")
+    init = Path(args.init) if args.init else None
+    if init is not None:
+        checkpoint.checkpoint_of(init)
+    runs = plan.plan(args.task, overrides, args.sweep, [m for m in args.methods.split(",") if m],
+                     parse_seeds(args.seeds), args.epochs, checkpoint.init_label(init) if init else None)
+    names = list(dict.fromkeys(r.run_name for r in runs))
+    if args.reference is not None and args.reference not in names:
+        raise ConfigError(f"--reference {args.reference!r} is not among this command's runs: {', '.join(names)}")
+    opts = runner.RunOptions(device=runner.resolve_device(args.device), out=Path(args.out),
+                             progress=not args.no_progress, force=args.force, init=init)
+    finished = [runner.finished_result(run, opts) for run in runs]  # conflicts fail before any training
+    results, data, data_key = [], None, None
+    for i, (run, done) in enumerate(zip(runs, finished), 1):
+        if done is not None:
+            print(f"[{i}/{len(runs)}] {run.run_name} seed{run.seed}: finished earlier, skipped "
+                  f"({done['_path']}; --force re-runs it)")
+            results.append(done)
+            continue
+        key = repr(run.spec.resolved(run.method)["dataset"])
+        if key != data_key:
+            data, data_key = runner.load_data(run.spec), key
+        results.append(runner.run_one(run, data, opts))
+    folder = Path(args.out) / runs[0].spec.name
+    _print_tables(results, args.reference)
+    paths = tables.write_tables(results, folder, reference=args.reference)
+    print(f"\nresults: {folder}/<run>/seed<k>.json; tables: {', '.join(str(p) for p in paths)}")
     return 0
 
 
-def _print_tables(results: list[dict]) -> None:
+def _print_tables(results: list[dict], reference: str | None = None) -> None:
     from harness import tables
 
-    rendered = tables.render(results, "simple")
+    rendered = tables.render(results, "simple", reference=reference)
     print(f"\nAccuracy (test split, %; mean ± std over seeds)\n{rendered['accuracy']}")
     print(f"\nTiming and peak memory ({tables.hardware_line(results)})\n{rendered['timing']}")
 
@@ -113,10 +148,23 @@ def cmd_table(args: argparse.Namespace) -> int:
         raise ConfigError(f"no result files (<method>/seed<k>.json) under {folder}")
     for task in sorted({r["task"] for r in results}):
         subset = [r for r in results if r["task"] == task]
-        rendered = tables.render(subset, args.format)
+        rendered = tables.render(subset, args.format, reference=args.reference)
         print(f"Task {task}\n\nAccuracy\n{rendered['accuracy']}\n\nTiming ({tables.hardware_line(subset)})\n{rendered['timing']}\n")
-        tables.write_tables(subset, folder if len({r['task'] for r in results}) == 1 else folder / task)
+        tables.write_tables(subset, folder if len({r['task'] for r in results}) == 1 else folder / task,
+                            reference=args.reference)
     return 0
+
+
+def cmd_plot(args: argparse.Namespace) -> int:
+    from harness import plot
+
+    return plot.cmd(args)
+
+
+def cmd_clusters(args: argparse.Namespace) -> int:
+    from harness import clusters
+
+    return clusters.cmd(args)
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
@@ -127,7 +175,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    handler = {"run": cmd_run, "list": cmd_list, "table": cmd_table, "bench": cmd_bench}[args.command]
+    handler = {"run": cmd_run, "list": cmd_list, "table": cmd_table, "plot": cmd_plot, "clusters": cmd_clusters,
+               "bench": cmd_bench}[args.command]
     try:
         return handler(args)
     except ConfigError as err:

@@ -13,7 +13,8 @@ import torch
 from harness.data import Split, concat, take, to_device
 from harness.errors import ConfigError
 from harness.method import Method
-from harness.metrics import class_relevance, mean_over_folds, pair_relevance, rank_metrics, recall_sum
+from harness.metrics import (class_relevance, mean_over_folds, pair_relevance, query_ranks, recall_sum,
+                             summarize_ranks)
 from harness.spec import DIRECTIONS, MetricSpec, fold_prefix
 
 Fold = tuple[torch.Tensor, torch.Tensor]  # (a indices, b indices)
@@ -57,16 +58,22 @@ def score_folds(method: Method, emb_a: Any, emb_b: Any, folds: list[Fold]) -> li
     return [score_split(method, take(emb_a, a), take(emb_b, b)) for a, b in folds]
 
 
-def rank_folds(blocks: list[torch.Tensor], folds: list[Fold], split: Split, metrics: MetricSpec) -> dict[str, float]:
+def rank_folds(blocks: list[torch.Tensor], folds: list[Fold], split: Split, metrics: MetricSpec,
+               ranks: dict[str, torch.Tensor] | None = None) -> dict[str, float]:
     """Metrics of each fold's block, averaged over folds (rsum recomputed from the mean recalls),
-    named with the protocol's prefix ('' or '<n>folds/')."""
-    per_fold = []
+    named with the protocol's prefix ('' or '<n>folds/'). When ``ranks`` is given, every query's
+    rank is stored in it under '<prefix><direction>/<relevance>' (folds concatenated in order)."""
+    per_fold, per_fold_ranks = [], []
     for sims, (a, b) in zip(blocks, folds):
         labels_b = split.labels_b[b] if split.labels_b is not None else None
         labels_a = split.labels_a[a] if split.labels_a is not None else None
-        per_fold.append(_rank(sims, split.b_to_a[b] - a[0], labels_a, labels_b, metrics))
+        per_fold_ranks.append({})
+        per_fold.append(_rank(sims, split.b_to_a[b] - a[0], labels_a, labels_b, metrics, per_fold_ranks[-1]))
+    prefix = fold_prefix(len(folds))
+    if ranks is not None:
+        ranks.update({f"{prefix}{k}": torch.cat([r[k] for r in per_fold_ranks]) for k in per_fold_ranks[0]})
     mean = per_fold[0] if len(per_fold) == 1 else mean_over_folds(per_fold, metrics.directions, metrics.ks)
-    return {f"{fold_prefix(len(folds))}{k}": v for k, v in mean.items()}
+    return {f"{prefix}{k}": v for k, v in mean.items()}
 
 
 def rank_split(sims: torch.Tensor, split: Split, metrics: MetricSpec) -> dict[str, float]:
@@ -75,7 +82,7 @@ def rank_split(sims: torch.Tensor, split: Split, metrics: MetricSpec) -> dict[st
 
 
 def _rank(sims: torch.Tensor, b_to_a: torch.Tensor, labels_a: torch.Tensor | None, labels_b: torch.Tensor | None,
-          metrics: MetricSpec) -> dict[str, float]:
+          metrics: MetricSpec, ranks: dict[str, torch.Tensor] | None = None) -> dict[str, float]:
     masks = {"pair": pair_relevance(b_to_a, sims.shape[0])}
     if "class" in metrics.relevance:
         if labels_a is None or labels_b is None:
@@ -87,7 +94,10 @@ def _rank(sims: torch.Tensor, b_to_a: torch.Tensor, labels_a: torch.Tensor | Non
         for relevance in metrics.relevance:
             rel = masks[relevance]
             s, rel = (sims.T, rel.T) if DIRECTIONS[direction] else (sims, rel)
-            for name, value in rank_metrics(s, rel, metrics.ks).items():
+            query = query_ranks(s, rel)
+            if ranks is not None:
+                ranks[f"{direction}/{relevance}"] = query
+            for name, value in summarize_ranks(query, metrics.ks).items():
                 out[f"{direction}/{prefix[relevance]}{name}"] = value
     if metrics.rsum:
         out["rsum"] = recall_sum(out, metrics.directions, metrics.ks)

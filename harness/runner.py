@@ -1,17 +1,22 @@
-"""Orchestration of a task run: data once, then for each method and seed build, train
-(timed from outside), select the best epoch, run the full test retrieval (timed by
-part), write one result file and its checkpoint."""
+"""Orchestration of one run (method, settings, seed): build, train (timed from outside,
+checkpointed every epoch, resumed after an interruption), select the best epoch, run the
+full test retrieval (timed by part), write the result file, its checkpoint and per-query ranks."""
 from __future__ import annotations
 
+import json
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from harness import checkpoint as ckpt
 from harness import evaluate as ev
+from harness import plan
 from harness import train as tr
 from harness.data import PairedData, Split
 from harness.errors import ConfigError
@@ -19,6 +24,7 @@ from harness.method import Method
 from harness.profiling import Profiler
 from harness.registry import ENCODERS, METHODS, SOURCES
 from harness.results import SCHEMA, environment, result_path, save_checkpoint, write_json_atomic
+from harness.plan import Run
 from harness.spec import TaskSpec
 
 
@@ -61,65 +67,115 @@ def build_method(spec: TaskSpec, name: str, data: PairedData, device: torch.devi
 class RunOptions:
     device: torch.device
     out: Path
-    run_names: dict[str, str]
-    overrides: list[str]
     progress: bool = True
+    force: bool = False
+    init: Path | None = None
 
 
-def _progress(total: int, desc: str, enabled: bool) -> tqdm:
-    return tqdm(total=total, desc=desc, unit="epoch", disable=not enabled, leave=True, dynamic_ncols=True)
+def _progress(total: int, done: int, desc: str, enabled: bool) -> tqdm:
+    return tqdm(total=total, initial=done, desc=desc, unit="epoch", disable=not enabled, leave=True,
+                dynamic_ncols=True)
 
 
-def run_one(spec: TaskSpec, name: str, seed: int, data: PairedData, opts: RunOptions) -> dict[str, Any]:
-    """Train and test one (method, seed); write and return its result dict."""
+def finished_result(run: Run, opts: RunOptions) -> dict[str, Any] | None:
+    """The result file of ``run`` when it exists and was produced with the same settings; None when
+    there is none or ``--force`` asks for a re-run. A result with other settings is an error."""
+    path = result_path(opts.out, run.spec.name, run.run_name, run.seed)
+    if opts.force or not path.exists():
+        return None
+    with open(path) as f:
+        done = json.load(f)
+    changed = sorted(plan.diff(done.get("config", {}), run.spec.resolved(run.method)))
+    if changed or done.get("init") != _init_text(opts):
+        raise ConfigError(f"{path} exists but was produced with other settings ({', '.join(changed) or 'init'}); "
+                          "pass --force to replace it, or --out to write elsewhere")
+    done["_path"] = str(path)
+    return done
+
+
+def _init_text(opts: RunOptions) -> str | None:
+    return str(opts.init) if opts.init is not None else None
+
+
+def run_one(run: Run, data: PairedData, opts: RunOptions) -> dict[str, Any]:
+    """Train (resuming an interrupted run) and test one (method, seed); write and return its result."""
     started = time.perf_counter()
+    spec, name, seed = run.spec, run.method, run.seed
     torch.manual_seed(seed)
     m = spec.methods[name]
     method = build_method(spec, name, data, opts.device)
+    if opts.init is not None:
+        ckpt.load_encoders(method, opts.init)
     optimizer = tr.make_optimizer(method, m.train)
+    scheduler = tr.make_scheduler(optimizer, m.train)
+    path = result_path(opts.out, spec.name, run.run_name, seed)
+    resume = ckpt.resume_path(path)
+    fingerprint = {"config": spec.resolved(name), "seed": seed, "init": _init_text(opts)}
+    state, generator = None, None
+    if resume.exists() and not opts.force:
+        state, generator = ckpt.load_resume(resume, fingerprint, method, optimizer, scheduler)
+    resumed_from = len(state.history) if state is not None else 0
     prof = Profiler(opts.device)
     step = prof.timed("train_step", tr.make_step(method, optimizer, data["train"], opts.device, m.train.grad_clip))
     validate = prof.timed("validate", lambda: ev.evaluate(method, data["val"], spec.metrics, opts.device,
                                                           m.train.eval_batch_size))
-    bar = _progress(m.train.epochs, f"{opts.run_names[name]} seed{seed}", opts.progress)
+    bar = _progress(m.train.epochs, resumed_from, f"{run.run_name} seed{seed}", opts.progress)
 
     def on_epoch(record: dict[str, float]) -> None:
         bar.set_postfix(loss=f"{record['loss']:.4g}", **{f"val {m.train.select}": f"{record['val/' + m.train.select]:.2f}"})
         bar.update()
 
+    def after_epoch(result: tr.FitResult, gen: torch.Generator) -> None:
+        ckpt.save_resume(resume, fingerprint, method, optimizer, scheduler, result, gen)
+
     with prof.phase("train"):
         fit = tr.fit(method, data["train"], m.train, seed=seed, step=step, epoch=prof.timed("train_epoch", tr.run_epoch),
-                     validate=validate, on_epoch=on_epoch, scheduler=tr.make_scheduler(optimizer, m.train))
+                     validate=validate, on_epoch=on_epoch, scheduler=scheduler, state=state, generator=generator,
+                     after_epoch=after_epoch)
     bar.close()
     method.load_state_dict(fit.best_state)
-    metrics = full_test(method, data, spec, m.train.eval_batch_size, prof, opts.device)
-    path = result_path(opts.out, spec.name, opts.run_names[name], seed)
+    ranks: dict[str, torch.Tensor] = {}
+    metrics = full_test(method, data, spec, m.train.eval_batch_size, prof, opts.device, ranks)
     save_checkpoint(fit.best_state, path.with_suffix(".pt"))
+    save_ranks(ranks, path.with_suffix(".ranks.npz"))
     payload = {
-        "schema": SCHEMA, "task": spec.name, "task_version": spec.version, "run_name": opts.run_names[name],
-        "method": name, "seed": seed, "metrics": metrics, "best_epoch": fit.best_epoch,
+        "schema": SCHEMA, "task": spec.name, "task_version": spec.version, "run_name": run.run_name,
+        "method": name, "seed": seed, "varied": run.varied, "init": _init_text(opts), "metrics": metrics,
+        "best_epoch": fit.best_epoch,
         "val_at_best": {k[4:]: v for k, v in fit.history[fit.best_epoch - 1].items() if k.startswith("val/")},
-        "history": fit.history, "profile": prof.summary(), "config": spec.resolved(name),
-        "overrides": opts.overrides, "reference": spec.raw.get("reference"), "dataset": data.info,
-        "environment": environment(opts.device), "checkpoint": path.with_suffix(".pt").name,
-        "wall_s": time.perf_counter() - started,
+        "history": fit.history, "profile": prof.summary(), "resumed_from_epoch": resumed_from,
+        "config": spec.resolved(name), "overrides": list(spec.overrides), "reference": spec.raw.get("reference"),
+        "dataset": data.info, "environment": environment(opts.device), "checkpoint": path.with_suffix(".pt").name,
+        "ranks": path.with_suffix(".ranks.npz").name, "wall_s": time.perf_counter() - started,
     }
+    if resumed_from:
+        payload["profile"]["notes"] = list(payload["profile"].get("notes", [])) + [
+            f"resumed after epoch {resumed_from}: train timings and memory cover epochs {resumed_from + 1}-"
+            f"{m.train.epochs} only"]
     write_json_atomic(path, payload)
+    resume.unlink(missing_ok=True)
     return payload
 
 
+def save_ranks(ranks: dict[str, torch.Tensor], path: Path) -> None:
+    """Per-query ranks of the test protocols (keys as in :func:`harness.evaluate.rank_folds`), atomically."""
+    tmp = path.with_name(f".{path.name}.tmp.npz")
+    np.savez_compressed(tmp, **{k: v.numpy() for k, v in ranks.items()})
+    os.replace(tmp, path)
+
+
 def full_test(method: Method, data: PairedData, spec: TaskSpec, batch_size: int, prof: Profiler,
-              device: torch.device) -> dict[str, float]:
+              device: torch.device, ranks: dict[str, torch.Tensor] | None = None) -> dict[str, float]:
     """Whole-test retrieval for every protocol of the task (the whole split, and averages over
     consecutive folds such as MS-COCO 1K); each protocol encodes, scores and ranks on its own clock."""
     metrics: dict[str, float] = {}
     for n_folds in spec.metrics.folds:
-        metrics.update(run_protocol(method, data["test"], spec, n_folds, batch_size, prof, device))
+        metrics.update(run_protocol(method, data["test"], spec, n_folds, batch_size, prof, device, ranks))
     return metrics
 
 
 def run_protocol(method: Method, split: Split, spec: TaskSpec, n_folds: int, batch_size: int, prof: Profiler,
-                 device: torch.device) -> dict[str, float]:
+                 device: torch.device, ranks: dict[str, torch.Tensor] | None = None) -> dict[str, float]:
     """Encode every item, score within each of ``n_folds`` folds, rank; timed as test_total/encode/score/rank
     with the protocol's tag ('' or '@<n>folds'), peak memory in phase 'test<tag>'."""
     tag = ev.protocol_tag(n_folds)
@@ -130,18 +186,4 @@ def run_protocol(method: Method, split: Split, spec: TaskSpec, n_folds: int, bat
         with prof.timer(f"test_score{tag}"):
             blocks = ev.score_folds(method, emb_a, emb_b, folds)
         with prof.timer(f"test_rank{tag}"):
-            return ev.rank_folds(blocks, folds, split, spec.metrics)
-
-
-def run_names(spec: TaskSpec, methods: list[str], overrides: list[str], epochs: int | None) -> dict[str, str]:
-    """Folder name per method: the method name plus any override that touches it (the dataset's
-    location, ``dataset.root``, changes no result and names no folder)."""
-    names = {}
-    for name in methods:
-        tags = [o.split(".", 1)[1] if o.startswith(f"{name}.") else o for o in overrides
-                if (o.startswith(f"{name}.") or o.split(".", 1)[0] in ("train", "dataset", "encoders", "metrics"))
-                and not o.startswith("dataset.root=")]
-        if epochs is not None:
-            tags.append(f"epochs={epochs}")
-        names[name] = f"{name}@{','.join(tags)}" if tags else name
-    return names
+            return ev.rank_folds(blocks, folds, split, spec.metrics, ranks)

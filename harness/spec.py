@@ -115,6 +115,7 @@ class TaskSpec:
     train: TrainSpec
     methods: Mapping[str, MethodSpec]
     raw: Mapping[str, Any]
+    overrides: tuple[str, ...] = ()  # the NAME.KEY=VALUE settings applied on top of the file
 
     def resolved(self, method: str) -> dict[str, Any]:
         """The fully resolved configuration of one method, as stored in result files."""
@@ -257,7 +258,7 @@ def load_task(path: str | Path, overrides: list[str] | None = None) -> TaskSpec:
     """Read, override and validate a task file."""
     path = Path(path)
     raw = apply_overrides(read_yaml(path), list(overrides or []))
-    return build(raw, str(path))
+    return dataclasses.replace(build(raw, str(path)), overrides=tuple(overrides or ()))
 
 
 def select_methods(spec: TaskSpec, names: list[str] | None) -> list[str]:

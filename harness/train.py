@@ -73,15 +73,19 @@ def run_epoch(step: StepFn, n_pairs: int, batch_size: int, generator: torch.Gene
 def fit(method: Method, split: Split, t: TrainSpec, *, seed: int, step: StepFn,
         epoch: Callable[..., dict[str, float]], validate: Callable[[], dict[str, float]],
         on_epoch: Callable[[dict[str, float]], None] = lambda logs: None,
-        scheduler: torch.optim.lr_scheduler.LRScheduler | None = None) -> FitResult:
+        scheduler: torch.optim.lr_scheduler.LRScheduler | None = None,
+        state: FitResult | None = None, generator: torch.Generator | None = None,
+        after_epoch: Callable[[FitResult, torch.Generator], None] = lambda result, generator: None) -> FitResult:
     """Train for ``t.epochs`` epochs, validating after each; keep the state of the best epoch.
 
-    ``select`` metrics ending in MedR or MeanR are minimised, all others maximised.
+    ``select`` metrics ending in MedR or MeanR are minimised, all others maximised. To resume,
+    pass the ``state`` and batch-order ``generator`` saved by ``after_epoch`` (called at the end
+    of every epoch): training continues at epoch ``len(state.history) + 1``.
     """
-    generator = torch.Generator().manual_seed(seed)
+    generator = generator if generator is not None else torch.Generator().manual_seed(seed)
     lower_is_better = t.select.endswith(("MedR", "MeanR"))
-    result = FitResult()
-    for e in range(t.epochs):
+    result = state if state is not None else FitResult()
+    for e in range(len(result.history), t.epochs):
         method.train()
         logs = epoch(step, split.n_pairs, t.batch_size, generator)
         if scheduler is not None:
@@ -95,6 +99,7 @@ def fit(method: Method, split: Split, t: TrainSpec, *, seed: int, step: StepFn,
             result.best_epoch, result.best_score = e + 1, score
             result.best_state = copy.deepcopy(method.state_dict())
         on_epoch(record)
+        after_epoch(result, generator)
     return result
 
 

@@ -68,7 +68,7 @@ def test_same_seed_twice_gives_identical_metrics(tiny_task, tmp_path):
 def test_overrides_get_their_own_folder(tiny_task, tmp_path):
     assert run_cli("run", str(tiny_task), "--methods", "swamp", "--set", "swamp.K=8", "--epochs", "1",
                    "--device", "cpu", "--out", str(tmp_path), "--no-progress") == 0
-    result = json.loads((tmp_path / "tiny" / "swamp@K=8,epochs=1" / "seed0.json").read_text())
+    result = json.loads((tmp_path / "tiny" / "swamp@K=8,train.epochs=1" / "seed0.json").read_text())
     assert result["config"]["method"]["K"] == 8 and result["overrides"] == ["swamp.K=8"]
 
 
