@@ -1,8 +1,9 @@
 """Paper-style tables rendered from result files only (never edited by hand).
 
 Accuracy: one row per (relevance, method), R@k and MedR per direction, mean ± std over
-seeds. Timing: per-step train time, whole-test retrieval time split into its parts,
-peak memory per phase, and each method's step and test time relative to a reference.
+seeds; against a reference run, significance markers and test columns (``harness.stats``).
+Timing: per-step train time, whole-test retrieval time split into its parts, peak memory per
+phase, and each method's step and test time relative to a reference.
 """
 from __future__ import annotations
 
@@ -13,7 +14,14 @@ from typing import Any
 
 from tabulate import tabulate
 
+from harness import stats
+from harness.errors import unknown
+
 FORMATS = {"md": "github", "tex": "latex_booktabs"}
+ALPHA = 0.05  # significance level of the markers and of the bootstrap seed count
+N_RESAMPLES = 10_000
+_TEX_ESCAPES = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
+                "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\^{}", "<": r"$<$", ">": r"$>$"}
 
 
 def _mean_std(values: list[float], digits: int = 2) -> str:
@@ -32,19 +40,25 @@ def group_runs(results: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]
     return dict(groups)
 
 
-def accuracy_rows(results: list[dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
+def accuracy_rows(results: list[dict[str, Any]],
+                  reference: str | None = None) -> tuple[list[str], list[list[str]]]:
     """Header and rows of the accuracy table (plus published reference rows when the task has them).
 
     One row group per (fold protocol, relevance); results on a source marked ``timing_only``
-    (random data in a real dataset's shapes) say so in every row.
+    (random data in a real dataset's shapes) say so in every row. With a ``reference`` run,
+    recall cells of other runs that differ from it (paired t-test over seeds, p < ``ALPHA``)
+    get a ``*``, and four columns test the row group's first recall column (see
+    :func:`accuracy_footnote`).
     """
     groups = group_runs(results)
+    _check_reference(groups, reference)
     first = results[0]
     metrics = first["config"]["metrics"]
-    stats = [f"R@{k}" for k in metrics["ks"]] + ["MedR"]
-    columns = [(f"{d} {s}", d, s) for d in metrics["directions"] for s in stats]
+    stat_names = [f"R@{k}" for k in metrics["ks"]] + ["MedR"]
+    columns = [(f"{d} {s}", d, s) for d in metrics["directions"] for s in stat_names]
     header = ["error type", "method", "seeds"] + [c[0] for c in columns] + (["rsum"] if metrics.get("rsum") else [])
-    reference = first.get("reference") or {}
+    header += [f"Δ vs {reference}", "95% CI", "p (seeds, paired t)", "p (queries, bootstrap)"] if reference else []
+    published_runs = first.get("reference") or {}
     note = " (timing only: random data)" if any((r.get("dataset") or {}).get("timing_only") for r in results) else ""
     rows = []
     for n_folds in metrics.get("folds", [1]):
@@ -52,13 +66,62 @@ def accuracy_rows(results: list[dict[str, Any]]) -> tuple[list[str], list[list[s
             label = f"{relevance}-based{'' if n_folds == 1 else f', {n_folds} folds (mean)'}{note}"
             names = _metric_names(columns, metrics, n_folds, relevance)
             for name, runs in groups.items():
-                cells = [_mean_std([r["metrics"][m] for r in runs], 1 if m.endswith("MedR") else 2) for m in names]
-                rows.append([label, name, str(len(runs)), *cells])
-            for name, published in (reference.get("methods") or {}).items():
+                ref_runs = groups[reference] if reference and name != reference else None
+                cells = [_accuracy_cell(runs, m, ref_runs) for m in names]
+                extra = _significance_cells(runs, ref_runs, names[0]) if reference else []
+                rows.append([label, name, str(len(runs)), *cells, *extra])
+            for name, published in (published_runs.get("methods") or {}).items():
                 cells = [_published(published.get(m, _published_rsum(published, names, m))) for m in names]
                 if any(c != "–" for c in cells):
-                    rows.append([label, f"{name} ({reference.get('label', 'published')})", "–", *cells])
+                    rows.append([label, f"{name} ({published_runs.get('label', 'published')})", "–", *cells,
+                                 *(["–"] * 4 if reference else [])])
     return header, rows
+
+
+def _check_reference(groups: dict[str, list[dict[str, Any]]], reference: str | None) -> None:
+    """Raise ConfigError when ``reference`` is given but names none of the runs."""
+    if reference is not None and reference not in groups:
+        raise unknown("reference run", reference, groups)
+
+
+def _accuracy_cell(runs: list[dict[str, Any]], metric: str, ref_runs: list[dict[str, Any]] | None) -> str:
+    """Mean ± std of ``metric``; a ``*`` when it is a recall that differs from ``ref_runs`` over seeds."""
+    text = _mean_std([r["metrics"][metric] for r in runs], 1 if metric.endswith("MedR") else 2)
+    if ref_runs is None or not stats.query_testable(metric):
+        return text
+    test = stats.paired_seed_test(stats.seed_values(runs, metric), stats.seed_values(ref_runs, metric))
+    return f"{text}*" if test.p is not None and test.p < ALPHA else text
+
+
+def _significance_cells(runs: list[dict[str, Any]], ref_runs: list[dict[str, Any]] | None, metric: str) -> list[str]:
+    """Δ, 95% CI, seed-level p and query-level p of ``metric`` (only the CI for the reference itself)."""
+    ci = stats.summarize(list(stats.seed_values(runs, metric).values())).ci
+    ci_text = f"[{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "–"
+    if ref_runs is None:
+        return ["–", ci_text, "–", "–"]
+    cmp = stats.compare_runs(runs, ref_runs, metric, n_resamples=N_RESAMPLES)
+    diff = "–" if cmp.seeds.diff is None else f"{cmp.seeds.diff:+.2f}"
+    boot = "–" if cmp.p_bootstrap is None else f"{_p(cmp.p_bootstrap)} ({cmp.n_significant}/{len(cmp.bootstrap)})"
+    return [diff, ci_text, _p(cmp.seeds.p), boot]
+
+
+def _p(p: float | None) -> str:
+    return "–" if p is None else "<0.001" if p < 0.001 else f"{p:.3f}"
+
+
+def accuracy_footnote(results: list[dict[str, Any]], reference: str | None) -> list[str]:
+    """Lines explaining the markers and test columns under the accuracy table (none without a reference)."""
+    if reference is None:
+        return []
+    metrics = results[0]["config"]["metrics"]
+    main = f"{metrics['directions'][0]} R@{metrics['ks'][0]}"
+    return [f"Cells marked * differ from {reference} at p < {ALPHA} (paired t-test over the seeds both runs "
+            f"have; recall and rsum cells).",
+            f"Last four columns, for each row group's first column ({main}): Δ = mean over common seeds of run − "
+            f"{reference}; 95% CI = Student-t interval of the run's mean; p (seeds, paired t) = that test over "
+            f"common seeds (– below 2); p (queries, bootstrap) = paired bootstrap over test queries, "
+            f"{N_RESAMPLES:,} resamples per seed: largest p over seeds (seeds with p < {ALPHA} / seeds with saved "
+            f"per-query ranks; – without ranks)."]
 
 
 def _metric_names(columns: list[tuple[str, str, str]], metrics: dict[str, Any], n_folds: int,
@@ -179,26 +242,47 @@ def hardware_line(results: list[dict[str, Any]]) -> str:
     return " | ".join(seen)
 
 
-def render(results: list[dict[str, Any]], fmt: str) -> dict[str, str]:
-    """Both tables as text in ``fmt`` ('md', 'tex' or a tabulate format such as 'simple')."""
-    table_fmt = FORMATS.get(fmt, fmt)
-    out = {}
-    for name, (header, rows) in (("accuracy", accuracy_rows(results)), ("timing", timing_rows(results))):
-        out[name] = tabulate(rows, headers=header, tablefmt=table_fmt, disable_numparse=True)
-    return out
+def _table_data(results: list[dict[str, Any]], reference: str | None
+                ) -> dict[str, tuple[list[str], list[list[str]], list[str]]]:
+    """Header, rows and footnote lines of both tables, computed once for every format."""
+    header, rows = accuracy_rows(results, reference)
+    return {"accuracy": (header, rows, accuracy_footnote(results, reference)), "timing": (*timing_rows(results), [])}
 
 
-def write_tables(results: list[dict[str, Any]], folder: Path) -> list[Path]:
+def _format(header: list[str], rows: list[list[str]], footnote: list[str], fmt: str) -> str:
+    """One table in ``fmt``, footnote lines below it (paragraphs in md, a small-print paragraph in tex)."""
+    text = tabulate(rows, headers=header, tablefmt=FORMATS.get(fmt, fmt), disable_numparse=True)
+    if not footnote:
+        return text
+    if fmt == "md":
+        return text + "\n\n" + "\n\n".join(footnote)
+    if fmt == "tex":
+        escaped = ["".join(_TEX_ESCAPES.get(ch, ch) for ch in line) for line in footnote]
+        return text + "\n\\par\\smallskip{\\footnotesize " + "\\newline\n".join(escaped) + "\\par}"
+    return text + "\n" + "\n".join(footnote)
+
+
+def render(results: list[dict[str, Any]], fmt: str, reference: str | None = None) -> dict[str, str]:
+    """Both tables as text in ``fmt`` ('md', 'tex' or a tabulate format such as 'simple').
+
+    ``reference`` names a run to test the others against (markers, four test columns and a
+    footnote in the accuracy table); an unknown name raises ConfigError.
+    """
+    return {name: _format(*data, fmt) for name, data in _table_data(results, reference).items()}
+
+
+def write_tables(results: list[dict[str, Any]], folder: Path, reference: str | None = None) -> list[Path]:
     """Write accuracy/timing tables as Markdown and LaTeX into ``folder``; return the paths."""
     task = results[0]
     caption = (f"Task {task['task']} v{task['task_version']}; {len(results)} result files; "
                f"{hardware_line(results)}.")
+    data = _table_data(results, reference)
     written = []
     for ext in ("md", "tex"):
-        for name, text in render(results, ext).items():
+        for name, table in data.items():
             path = folder / f"{name}.{ext}"
             note = f"<!-- generated by `python -m harness table {folder}` -->\n{caption}\n\n" if ext == "md" \
                 else f"% generated by python -m harness table {folder}\n% {caption}\n"
-            path.write_text(note + text + "\n")
+            path.write_text(note + _format(*table, ext) + "\n")
             written.append(path)
     return written

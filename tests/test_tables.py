@@ -1,0 +1,112 @@
+"""Accuracy table against a reference run: markers, test columns, footnote (hand-made result dicts)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from harness import stats, tables
+from harness.errors import ConfigError
+
+METRICS = {"directions": ["a2b"], "relevance": ["pair"], "ks": [1, 5], "folds": [1], "rsum": False}
+TEST_COLUMNS = ["Δ vs contrastive", "95% CI", "p (seeds, paired t)", "p (queries, bootstrap)"]
+
+
+def _ranks(hit_rate: float, seed: int, n: int = 300) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    return np.where(rng.random(n) < hit_rate, 1, rng.integers(2, 4, n)).astype(np.int64)
+
+
+def _result(folder: Path, run: str, seed: int, ranks: np.ndarray | None, **metrics: float) -> dict:
+    """A result dict as load_results returns it; ranks, when given, saved as ``seed<k>.npz`` beside it."""
+    path = folder / run / f"seed{seed}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    r = {"task": "tiny", "task_version": "test", "run_name": run, "method": run, "seed": seed, "_path": str(path),
+         "config": {"metrics": METRICS}, "dataset": {},
+         "metrics": {"a2b/R@1": 0.0, "a2b/R@5": 0.0, "a2b/MedR": 1.0, **metrics},
+         "profile": {"timing": {"test_total": {"median_s": 0.5}}, "memory": {}},
+         "environment": {"hardware": {"cpu": "cpu", "cores": 2, "torch_threads": 1, "device": "cpu", "gpu": {}},
+                         "versions": {"torch": "2"}}}
+    if ranks is not None:
+        np.savez(path.with_suffix(".npz"), **{"a2b/pair": ranks})
+        r["ranks"] = path.with_suffix(".npz").name
+        r["metrics"].update({"a2b/R@1": stats.recall(ranks, 1), "a2b/R@5": stats.recall(ranks, 5)})
+    return r
+
+
+@pytest.fixture
+def results(tmp_path: Path) -> list[dict]:
+    """contrastive hits 50% of queries at rank 1, swamp 90%, three seeds each, ranks saved."""
+    return ([_result(tmp_path, "contrastive", s, _ranks(0.5, s)) for s in range(3)]
+            + [_result(tmp_path, "swamp", s, _ranks(0.9, 10 + s)) for s in range(3)])
+
+
+def _rows(text: str) -> dict[str, list[str]]:
+    """Method name -> cells of a github-format table's rows."""
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in text.splitlines() if line.startswith("|")]
+    return {row[1]: row for row in rows[2:]}
+
+
+def test_reference_adds_markers_columns_and_footnote(results):
+    header, _ = tables.accuracy_rows(results, reference="contrastive")
+    assert header[-4:] == TEST_COLUMNS
+    text = tables.render(results, "md", reference="contrastive")["accuracy"]
+    rows = _rows(text)
+    swamp, ref = rows["swamp"], rows["contrastive"]
+    assert swamp[3].endswith("*") and not swamp[5].endswith("*")  # R@1 differs, MedR is never marked
+    assert not any(c.endswith("*") for c in ref)
+    assert swamp[-4].startswith("+") and swamp[-3].startswith("[")
+    assert swamp[-2] != "–" and swamp[-1].endswith("(3/3)")
+    assert ref[-4:] == ["–", ref[-3], "–", "–"] and ref[-3].startswith("[")
+    assert "Cells marked * differ from contrastive at p < 0.05" in text.split("\n\n", 1)[1]
+
+
+def test_footnote_in_every_format(results, tmp_path):
+    assert "paired bootstrap" in tables.render(results, "simple", reference="contrastive")["accuracy"]
+    tex = tables.render(results, "tex", reference="contrastive")["accuracy"]
+    assert "\\end{tabular}\n\\par\\smallskip{\\footnotesize Cells marked * differ" in tex
+    assert "p $<$ 0.05" in tex
+    paths = tables.write_tables(results, tmp_path, reference="contrastive")
+    assert all("Δ vs contrastive" in p.read_text() for p in paths if p.stem == "accuracy")
+
+
+def test_without_reference_no_significance(results):
+    header, rows = tables.accuracy_rows(results)
+    assert header == ["error type", "method", "seeds", "a2b R@1", "a2b R@5", "a2b MedR"]
+    text = tables.render(results, "md")["accuracy"]
+    assert "*" not in text and "Δ" not in text and "p (" not in text
+    assert text.rstrip().endswith("|")  # no footnote under the table
+
+
+def test_old_result_files_without_ranks(results):
+    for r in results:
+        del r["ranks"]
+    swamp = _rows(tables.render(results, "md", reference="contrastive")["accuracy"])["swamp"]
+    assert swamp[-1] == "–" and swamp[-2] != "–"
+
+
+def test_single_seed_has_no_seed_level_p(tmp_path):
+    results = [_result(tmp_path, "contrastive", 0, _ranks(0.5, 0)), _result(tmp_path, "swamp", 0, _ranks(0.9, 1))]
+    swamp = _rows(tables.render(results, "md", reference="contrastive")["accuracy"])["swamp"]
+    assert swamp[3].endswith("*") is False
+    assert swamp[-3:-1] == ["–", "–"] and swamp[-1] == "<0.001 (1/1)"
+
+
+def test_published_rows_get_empty_test_cells(results):
+    results[0]["reference"] = {"label": "paper", "methods": {"swamp": {"a2b/R@1": 90.8, "a2b/R@5": 99.95}}}
+    rows = _rows(tables.render(results, "md", reference="contrastive")["accuracy"])
+    assert rows["swamp (paper)"][3:] == ["90.80", "99.95", "–", "–", "–", "–", "–"]
+
+
+def test_unknown_reference_names_the_runs(results, tmp_path):
+    with pytest.raises(ConfigError, match="'swmap'.*valid: contrastive, swamp"):
+        tables.render(results, "md", reference="swmap")
+    with pytest.raises(ConfigError, match="valid: contrastive, swamp"):
+        tables.write_tables(results, tmp_path, reference="nope")
+
+
+def test_mismatched_rank_lengths_name_the_runs(results):
+    np.savez(Path(results[3]["_path"]).with_suffix(".npz"), **{"a2b/pair": _ranks(0.9, 0, n=10)})
+    with pytest.raises(ConfigError, match="swamp vs contrastive, seed 0: .*same test queries"):
+        tables.render(results, "md", reference="contrastive")
