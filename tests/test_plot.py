@@ -1,0 +1,138 @@
+"""`python -m harness plot`: figures and point tables from hand-made result files with known answers."""
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+
+from harness import cli
+from harness.plot import Axis, parse_x
+from harness.results import SCHEMA, result_path
+
+SWAMP = {"name": "swamp", "method": "swamp", "K": 1000, "queue": 1280, "hard": False, "strict_queue": True}
+CONTRASTIVE = {"name": "contrastive", "method": "contrastive", "margin": 0.1}
+TRAIN = {"epochs": 100, "lr": 0.001, "select": "a2b/R@1"}
+
+
+def write_result(root: Path, run: str, seed: int, r1: float, method: dict = SWAMP, varied: dict | None = None,
+                 task: str = "toy") -> None:
+    """One result file with the resolved config of ``method`` plus ``varied``, and a2b/R@1 = ``r1``."""
+    params = {**method, **{k: v for k, v in (varied or {}).items() if "." not in k}}
+    train = {**TRAIN, **{k[6:]: v for k, v in (varied or {}).items() if k.startswith("train.")}}
+    body = {"schema": SCHEMA, "task": task, "task_version": "1.0", "run_name": run, "method": method["name"],
+            "seed": seed, "metrics": {"a2b/R@1": r1, "a2b/R@5": r1 + 10},
+            "config": {"task": task, "version": "1.0", "dataset": {"spread": 0.15}, "encoders": {},
+                       "train": train, "method": params}}
+    if varied is not None:
+        body["varied"] = varied
+    path = result_path(root, task, run, seed)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(body))
+
+
+@pytest.fixture
+def folder(tmp_path: Path) -> Path:
+    """A K sweep of swamp (defaults at K=1000), a queue ablation, a hard-assignment run and contrastive."""
+    root = tmp_path / "results"
+    for seed, r1 in ((0, 80.0), (1, 82.0)):
+        write_result(root, "swamp@K=200", seed, r1, varied={"K": 200})
+    write_result(root, "swamp@K=500", 0, 85.0, varied={"K": 500})
+    for seed, r1 in ((0, 90.0), (1, 88.0), (2, 89.0)):
+        write_result(root, "swamp", seed, r1)  # an older file: no "varied"
+    write_result(root, "swamp@queue=0,strict_queue=False", 0, 10.0, varied={"queue": 0, "strict_queue": False})
+    write_result(root, "swamp@hard=True", 0, 70.0, varied={"hard": True})
+    for seed, r1 in ((0, 60.0), (1, 64.0)):
+        write_result(root, "contrastive", seed, r1, method=CONTRASTIVE, varied={})
+    return root / "toy"
+
+
+def read_points(stem: Path) -> dict[tuple[str, str], dict[str, str]]:
+    """The CSV table beside a figure, keyed by (method, x)."""
+    with open(stem.with_name(f"{stem.name}.csv")) as f:
+        return {(row["method"], row["x"]): row for row in csv.DictReader(f)}
+
+
+def test_parse_x():
+    assert parse_x("swamp.K") == Axis("swamp", "K")
+    assert parse_x("K") == Axis(None, "K")
+    assert parse_x("train.lr") == Axis(None, "train.lr")
+
+
+def test_numeric_sweep_writes_figures_and_points(folder, capsys):
+    assert cli.main(["plot", str(folder), "--x", "swamp.K", "--reference", "contrastive", "--logx"]) == 0
+    out = capsys.readouterr().out
+    stem = folder / "plots" / "swamp.K_a2b_R@1"
+    png, pdf = stem.with_name(f"{stem.name}.png"), stem.with_name(f"{stem.name}.pdf")
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and pdf.read_bytes()[:4] == b"%PDF"
+    assert str(png) in out and str(pdf) in out
+    points = read_points(stem)
+    assert float(points["swamp", "200"]["mean"]) == pytest.approx(81.0)
+    assert float(points["swamp", "200"]["std"]) == pytest.approx(1.4142, abs=1e-4)
+    assert points["swamp", "500"]["seeds"] == "1" and points["swamp", "500"]["std"] == ""
+    assert float(points["swamp", "1000"]["mean"]) == pytest.approx(89.0)  # the task's own run, at its default K
+    assert float(points["reference: contrastive", ""]["mean"]) == pytest.approx(62.0)
+    assert len(points) == 4
+    assert "| 200 | swamp | 2 | 81.0000 |" in stem.with_name(f"{stem.name}.md").read_text()
+
+
+def test_runs_varying_other_settings_are_left_out(folder, capsys):
+    assert cli.main(["plot", str(folder), "--x", "swamp.K", "--metric", "a2b/R@5"]) == 0
+    out = capsys.readouterr().out
+    assert "left out swamp@queue=0,strict_queue=False: also varies queue, strict_queue" in out
+    assert "left out swamp@hard=True: also varies hard" in out
+    points = read_points(folder / "plots" / "swamp.K_a2b_R@5")
+    assert {x for _, x in points} == {"200", "500", "1000"}
+    assert float(points["swamp", "200"]["mean"]) == pytest.approx(91.0)
+
+
+def test_categorical_axis(folder, tmp_path, capsys):
+    stem = tmp_path / "figs" / "hard"
+    assert cli.main(["plot", str(folder), "--x", "hard", "--out", str(stem)]) == 0
+    assert stem.with_name("hard.png").stat().st_size > 0 and stem.with_name("hard.pdf").stat().st_size > 0
+    points = read_points(stem)
+    assert set(points) == {("swamp", "False"), ("swamp", "True")}
+    assert float(points["swamp", "False"]["mean"]) == pytest.approx(89.0)
+    assert float(points["swamp", "True"]["mean"]) == pytest.approx(70.0)
+
+
+def test_train_setting_draws_every_method(folder, tmp_path, capsys):
+    write_result(folder.parent, "contrastive@train.lr=0.01", 0, 66.0, method=CONTRASTIVE, varied={"train.lr": 0.01})
+    stem = tmp_path / "lr"
+    assert cli.main(["plot", str(folder), "--x", "train.lr", "--out", str(stem)]) == 0
+    points = read_points(stem)
+    assert float(points["contrastive", "0.01"]["mean"]) == 66.0
+    assert float(points["contrastive", "0.001"]["mean"]) == pytest.approx(62.0)
+    assert points["swamp", "0.001"]["seeds"] == "3"
+
+
+def test_same_seed_at_same_x_counts_once(folder, tmp_path, capsys):
+    write_result(folder.parent, "swamp@K=1000", 0, 0.0, varied={"K": 1000})
+    assert cli.main(["plot", str(folder), "--x", "swamp.K", "--out", str(tmp_path / "k")]) == 0
+    assert "left out swamp@K=1000 seed 0: same K and seed as swamp" in capsys.readouterr().out
+    assert float(read_points(tmp_path / "k")["swamp", "1000"]["mean"]) == pytest.approx(89.0)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--x", "swamp.K", "--metric", "a2b/R@2"], "unknown metric 'a2b/R@2'"),
+    (["--x", "swamp.tau"], "no run varies 'swamp.tau'; settings varied by some run: swamp.K, swamp.hard"),
+    (["--x", "contrastive.K"], "no run varies 'contrastive.K'"),
+    (["--x", "swamp.K", "--reference", "contrastiv"], "unknown reference run 'contrastiv'"),
+    (["--x", "swamp.queue"], "fewer than two values of swamp.queue left to plot; left out: swamp@K=200 (also"),
+    (["--x", "hard", "--logx"], "--logx needs positive numeric values of hard"),
+])
+def test_bad_input_exits_2(folder, capsys, args, message):
+    assert cli.main(["plot", str(folder), *args]) == 2
+    err = capsys.readouterr().err
+    assert message in err
+    assert "valid:" in err if "unknown" in message else True
+    assert not (folder / "plots").exists()
+
+
+def test_empty_folder_and_several_tasks_are_errors(folder, tmp_path, capsys):
+    assert cli.main(["plot", str(tmp_path / "nothing"), "--x", "swamp.K"]) == 2
+    assert "no result files" in capsys.readouterr().err
+    write_result(tmp_path / "results", "swamp", 0, 1.0, task="other")
+    assert cli.main(["plot", str(tmp_path / "results"), "--x", "swamp.K"]) == 2
+    assert "several tasks (other, toy)" in capsys.readouterr().err
