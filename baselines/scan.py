@@ -24,7 +24,6 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import torch
-import torch.nn.functional as F
 
 from baselines.contrastive import max_violation_loss
 from harness.method import Method

@@ -6,8 +6,6 @@ are, how often the two halves of a pair land in the same cluster, the class puri
 the data has hidden labels, and for captions the words a cluster's captions share
 (the paper's "0818: kite/flying"). Written as ``clusters.md``, a self-contained
 ``clusters.html`` and ``clusters.json`` (raw numbers, including every assignment).
-
-:func:`restore_run` rebuilds a trained method from a result file and its checkpoint alone.
 """
 from __future__ import annotations
 
@@ -15,19 +13,18 @@ import argparse
 import html
 import json
 import math
-import pickle
 from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 import torch
 
-from harness import params as P
 from harness.data import PairedData, Split
 from harness.errors import ConfigError
 from harness.evaluate import encode_split
 from harness.method import Method
-from harness.registry import ENCODERS, METHODS, SOURCES, Registry
+from harness.registry import METHODS
+from harness.restore import method_config, read_json, restore_run, run_files
 from harness.results import write_json_atomic
 from harness.text import SPECIALS, TokenCaptions
 
@@ -41,83 +38,6 @@ should must this that these those there here it its it's he him his she her hers
 our you your i me my what which who whom whose when where why how all any both each few more most other some
 such no not only own same too very just also then once again further s 's t n't
 """.split())
-
-
-# ---- restoring a run -------------------------------------------------------------------------------------------
-
-def run_files(target: Path) -> tuple[Path, Path]:
-    """(result file, checkpoint) of a run given either ``seed<k>.json`` or ``seed<k>.pt``."""
-    if target.suffix not in (".json", ".pt"):
-        raise ConfigError(f"{target}: expected a result file (seed<k>.json) or its checkpoint (seed<k>.pt)")
-    if not target.exists():
-        raise ConfigError(f"{target} does not exist; pass a result file results/<task>/<run>/seed<k>.json "
-                          "or its checkpoint seed<k>.pt")
-    result = target.with_suffix(".json")
-    if not result.exists():
-        raise ConfigError(f"result file {result} of checkpoint {target} does not exist; the model is rebuilt "
-                          "from the configuration it holds")
-    checkpoint = target if target.suffix == ".pt" else result.parent / (_read_json(result).get("checkpoint")
-                                                                      or result.with_suffix(".pt").name)
-    if not checkpoint.exists():
-        raise ConfigError(f"checkpoint {checkpoint} of {result} does not exist; checkpoints are written by "
-                          "`python -m harness run` beside the result file and are not committed")
-    return result, checkpoint
-
-
-def _read_json(path: Path) -> dict[str, Any]:
-    try:
-        return json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as err:
-        raise ConfigError(f"cannot read result file {path}: {err}") from err
-
-
-def _component(registry: Registry, body: dict[str, Any], type_key: str, where: str,
-               drop: tuple[str, ...] = ()) -> tuple[Any, Any]:
-    """(registered class, validated Params) of a resolved config entry such as {"type": "mlp", "dim": 5}."""
-    body = {k: v for k, v in body.items() if k not in drop}
-    if type_key not in body:
-        raise ConfigError(f"{where} has no {type_key!r} key; is this a result file of `python -m harness run`?")
-    cls = registry.get(body.pop(type_key), where)
-    return cls, P.parse(cls.Params, body, where)
-
-
-def method_config(result: dict[str, Any], where: str) -> dict[str, Any]:
-    """The resolved configuration stored in a result file, checked for the parts a rebuild needs."""
-    config = result.get("config")
-    if not isinstance(config, dict) or not all(k in config for k in ("dataset", "encoders", "method")):
-        raise ConfigError(f"{where} holds no resolved configuration (config.dataset/encoders/method)")
-    return config
-
-
-def restore_run(target: str | Path, device: torch.device,
-                data_root: str | None = None) -> tuple[Method, PairedData, dict[str, Any]]:
-    """Rebuild a trained method from its result file's ``config`` and load its best-epoch checkpoint.
-
-    ``target`` is ``seed<k>.json`` or ``seed<k>.pt``; the data are loaded through the registered source
-    (``data_root`` replaces ``dataset.root``). Returns (method in eval mode on ``device``, data, result)."""
-    result_file, checkpoint = run_files(Path(target))
-    result = _read_json(result_file)
-    config = method_config(result, str(result_file))
-    dataset = dict(config["dataset"], **({"root": data_root} if data_root else {}))
-    source, source_params = _component(SOURCES, dataset, "source", f"{result_file}: config.dataset")
-    method_cls, method_params = _component(METHODS, config["method"], "method", f"{result_file}: config.method",
-                                           drop=("name",))
-    data = source.load(source_params)
-    shapes = data.input_shapes()
-    encoders = {}
-    for m in MODALITIES:
-        enc, enc_params = _component(ENCODERS, config["encoders"][m], "type", f"{result_file}: config.encoders.{m}")
-        encoders[m] = enc.build(shapes[m], enc_params)
-    method = method_cls(encoders, method_params).to(device)
-    try:
-        state = torch.load(checkpoint, map_location=device, weights_only=True)
-    except (OSError, EOFError, RuntimeError, pickle.UnpicklingError) as err:
-        raise ConfigError(f"cannot read checkpoint {checkpoint}: {err}") from err
-    try:
-        method.load_state_dict(state)
-    except (RuntimeError, KeyError, TypeError) as err:
-        raise ConfigError(f"checkpoint {checkpoint} does not fit the model its result file describes: {err}") from err
-    return method.eval(), data, result
 
 
 def has_prototypes(cls: type) -> bool:
@@ -346,7 +266,7 @@ def cmd(args: argparse.Namespace) -> int:
     if args.top_words < 0 or args.members < 0:
         raise ConfigError(f"--top-words ({args.top_words}) and --members ({args.members}) must be >= 0")
     result_file, checkpoint = run_files(Path(args.target))
-    require_prototypes(_read_json(result_file), str(result_file))
+    require_prototypes(read_json(result_file), str(result_file))
     device = resolve_device(args.device)
     method, data, result = restore_run(args.target, device, getattr(args, "data_root", None))
     split = data[args.split]

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from harness import clusters as C
+from harness.restore import restore_run
 from harness.cli import main
 from harness.evaluate import evaluate
 from harness.params import parse
@@ -47,7 +48,7 @@ def test_report_of_a_result_file(runs, capsys):
     printed = capsys.readouterr().out
     assert str(out / "clusters.html") in printed and "prototypes used" in printed
     report = report_of(out)
-    _, data, _ = C.restore_run(runs / "swamp" / "seed0.json", torch.device("cpu"))
+    _, data, _ = restore_run(runs / "swamp" / "seed0.json", torch.device("cpu"))
     split = data["test"]
     assert report["K"] == 16 and report["items"] == {"a": 80, "b": 80}
     for m in ("a", "b"):
@@ -76,7 +77,7 @@ def test_checkpoint_works_like_the_result_file(runs, tmp_path):
 
 
 def test_restored_model_reproduces_the_stored_test_metrics(runs):
-    method, data, result = C.restore_run(runs / "swamp" / "seed0.pt", torch.device("cpu"))
+    method, data, result = restore_run(runs / "swamp" / "seed0.pt", torch.device("cpu"))
     metrics = evaluate(method, data["test"], parse(MetricSpec, result["config"]["metrics"], "metrics"),
                        torch.device("cpu"), 1024)
     assert metrics == pytest.approx(result["metrics"])
