@@ -116,3 +116,23 @@ def test_module_entry_point_exit_code(tmp_path):
     assert proc.returncode == 2 and "does not exist" in proc.stderr
     proc = subprocess.run([sys.executable, "-m", "harness", "frobnicate"], capture_output=True, text=True, cwd=ROOT)
     assert proc.returncode == 2  # argparse's own usage error
+
+
+def test_sweep_runs_the_grid_and_reference_marks_the_table(tiny_task, tmp_path, capsys):
+    out = tmp_path / "o"
+    assert run_cli("run", str(tiny_task), "--methods", "contrastive,swamp", "--sweep", "swamp.K=8,16",
+                   "--sweep", "swamp.tau=0.1,0.2", "--epochs", "1", "--device", "cpu", "--out", str(out),
+                   "--no-progress", "--reference", "contrastive@train.epochs=1") == 0
+    folders = sorted(p.name for p in (out / "tiny").iterdir() if p.is_dir())
+    assert folders == ["contrastive@train.epochs=1", "swamp@K=8,tau=0.2,train.epochs=1",
+                       "swamp@K=8,train.epochs=1", "swamp@tau=0.2,train.epochs=1", "swamp@train.epochs=1"]
+    assert (out / "tiny" / "swamp@K=8,tau=0.2,train.epochs=1" / "seed0.ranks.npz").exists()
+    printed = capsys.readouterr().out
+    assert "Δ vs contrastive@train.epochs=1" in printed and "p (queries, bootstrap)" in printed
+
+
+def test_reference_must_be_one_of_the_runs(tiny_task, tmp_path, capsys):
+    assert run_cli("run", str(tiny_task), "--methods", "swamp", "--reference", "contrastive",
+                   "--out", str(tmp_path / "o")) == 2
+    assert "--reference 'contrastive' is not among this command's runs: swamp" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
