@@ -6,6 +6,7 @@ from typing import Any
 
 import torch
 
+from harness.distributed import batch_sum_scale
 from harness.method import Method
 from harness.params import require
 from harness.registry import METHODS
@@ -40,10 +41,11 @@ class ContrastiveParams:
 
 @METHODS.register("contrastive")
 class Contrastive(Method):
-    """Modality-wise embeddings trained with the VSE++ max-violation hinge."""
+    """Modality-wise embeddings trained with the VSE++ max-violation hinge (under torchrun each
+    process takes its negatives from its own shard of the batch)."""
 
     Params = ContrastiveParams
 
     def loss(self, x_a: Any, x_b: Any) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         loss = hinge_max_violation(self.encode("a", x_a), self.encode("b", x_b), self.params.margin)
-        return loss, {"loss": loss.detach()}
+        return loss * batch_sum_scale(), {"loss": loss.detach()}

@@ -6,10 +6,16 @@ Sinkhorn–Knopp on (batch + queue) turns modality B's log-probabilities into ba
 targets q^A for modality A and vice versa (the swap, paper Eq. 4), and the batch rows
 of those targets supervise both classifiers (Eq. 5). Total loss (Eq. 6):
 contrastive_weight * L_c + lambda * L_s.
+
+Under torchrun (:mod:`harness.distributed`) each process encodes its shard of the global
+batch; Sinkhorn runs over the global batch plus the queue, spread over the processes, and
+the global batch enters every process's queue, so targets and queue equal those of one
+process training on the whole batch.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import torch
@@ -17,6 +23,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from baselines.contrastive import hinge_max_violation
+from harness.distributed import batch_sum_scale, chunk_bounds, gather_rows, is_distributed, rank_and_world
 from harness.method import Method
 from harness.ot import log_softmax_nograd, sinkhorn
 from harness.params import require
@@ -24,10 +31,15 @@ from harness.registry import METHODS
 
 
 def swapped_targets(logp_a: torch.Tensor, logp_b: torch.Tensor, *, eta: float, n_iters: int,
-                    hard: bool) -> tuple[torch.Tensor, torch.Tensor]:
-    """Targets (q_a, q_b), each (N, K): q_a from modality b's log p(y|x), q_b from a's (Alg. 1, step 4)."""
-    q_a = sinkhorn(logp_b, eta, n_iters)
-    q_b = sinkhorn(logp_a, eta, n_iters)
+                    hard: bool, distributed: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """Targets (q_a, q_b), each (N, K): q_a from modality b's log p(y|x), q_b from a's (Alg. 1, step 4).
+
+    ``distributed``: the rows are this process's part of a problem spread over all processes
+    (see :func:`harness.ot.sinkhorn`).
+    """
+    solve = partial(sinkhorn, distributed=True) if distributed else sinkhorn
+    q_a = solve(logp_b, eta, n_iters)
+    q_b = solve(logp_a, eta, n_iters)
     if hard:
         q_a = F.one_hot(q_a.argmax(1), q_a.shape[1]).to(q_a.dtype)
         q_b = F.one_hot(q_b.argmax(1), q_b.shape[1]).to(q_b.dtype)
@@ -74,10 +86,15 @@ class EmbeddingQueue(nn.Module):
         self.register_buffer("b", torch.zeros(size, dim))
         self.register_buffer("filled", torch.zeros((), dtype=torch.long))
 
-    def with_batch(self, emb_a: torch.Tensor, emb_b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Batch rows followed by the queued rows (N = B + filled), detached."""
-        n = int(self.filled)
-        return (torch.cat([emb_a.detach(), self.a[:n]]), torch.cat([emb_b.detach(), self.b[:n]]))
+    def with_batch(self, emb_a: torch.Tensor, emb_b: torch.Tensor,
+                   share: tuple[int, int] = (0, 1)) -> tuple[torch.Tensor, torch.Tensor]:
+        """Batch rows followed by the queued rows (N = B + filled), detached.
+
+        ``share=(rank, world_size)`` keeps only that contiguous chunk of the queued rows: with
+        the same queue on every process, each queued row then appears on exactly one process.
+        """
+        start, stop = chunk_bounds(int(self.filled), *share)
+        return (torch.cat([emb_a.detach(), self.a[start:stop]]), torch.cat([emb_b.detach(), self.b[start:stop]]))
 
     @torch.no_grad()
     def push(self, emb_a: torch.Tensor, emb_b: torch.Tensor) -> None:
@@ -91,7 +108,15 @@ class EmbeddingQueue(nn.Module):
 
 @METHODS.register("swamp")
 class SwAMP(Method):
-    """SwAMP on modality-wise embeddings (optionally plus the contrastive hinge)."""
+    """SwAMP on modality-wise embeddings (optionally plus the contrastive hinge).
+
+    With several processes (:func:`harness.distributed.is_distributed`) the Sinkhorn targets
+    and the queue follow the global batch (:meth:`targets`, :meth:`remember`), while the
+    hinge L_c takes its negatives from the process's own rows only. L_c is a sum over the
+    batch and DDP averages gradients, so each process multiplies its L_c by the world size:
+    the gradient is then that of the single-process sum over the global batch with each
+    row's negatives drawn from its own shard, weighted against L_s (a mean) as in one process.
+    """
 
     Params = SwAMPParams
 
@@ -108,21 +133,44 @@ class SwAMP(Method):
         """log p(y|x) (N, K) with gradient."""
         return F.log_softmax(self.logits(emb), dim=1)
 
+    def targets(self, emb_a: torch.Tensor, emb_b: torch.Tensor,
+                distributed: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+        """Swapped Sinkhorn targets (q_a, q_b), each (B, K), for the batch rows of ``emb_a``, ``emb_b`` (B, D).
+
+        Sinkhorn sees the batch followed by the queue. ``distributed``: the batch is this
+        process's shard; Sinkhorn runs over every process's batch rows plus its contiguous
+        share of the (identical) queue, so the rows returned are this process's rows of the
+        single-process targets for the global batch.
+        """
+        p = self.params
+        share = rank_and_world() if distributed else (0, 1)
+        all_a, all_b = self.queue.with_batch(emb_a, emb_b, share)  # (n, D), batch first
+        with torch.no_grad():  # targets carry no gradient (paper Sec. 3); the batch-only rows in loss do
+            logp_all_a, logp_all_b = (log_softmax_nograd(self.logits(e)) for e in (all_a, all_b))
+        q_a, q_b = swapped_targets(logp_all_a, logp_all_b, eta=p.eta, n_iters=p.sinkhorn_iters, hard=p.hard,
+                                   distributed=distributed)
+        batch = len(emb_a)
+        return q_a[:batch], q_b[:batch]
+
+    def remember(self, emb_a: torch.Tensor, emb_b: torch.Tensor, distributed: bool = False) -> None:
+        """Push the batch into the queue; ``distributed``: the global batch, gathered in rank order."""
+        if distributed and self.queue.size > 0:
+            emb_a, emb_b = gather_rows(emb_a), gather_rows(emb_b)  # (B_global, D)
+        self.queue.push(emb_a, emb_b)
+
     def loss(self, x_a: Any, x_b: Any) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         p = self.params
+        distributed = is_distributed()  # decided once per step; everything below follows it
         emb_a, emb_b = self.encode("a", x_a), self.encode("b", x_b)  # (B, D)
-        all_a, all_b = self.queue.with_batch(emb_a, emb_b)  # (N, D), batch first
-        with torch.no_grad():  # targets carry no gradient (paper Sec. 3); the batch-only rows below do
-            logp_all_a, logp_all_b = (log_softmax_nograd(self.logits(e)) for e in (all_a, all_b))
-        q_a, q_b = swapped_targets(logp_all_a, logp_all_b,
-                                   eta=p.eta, n_iters=p.sinkhorn_iters, hard=p.hard)
-        batch = len(emb_a)
-        l_s = swamp_loss(self.log_probs(emb_a), self.log_probs(emb_b), q_a[:batch], q_b[:batch])
-        self.queue.push(emb_a, emb_b)
+        q_a, q_b = self.targets(emb_a, emb_b, distributed)
+        l_s = swamp_loss(self.log_probs(emb_a), self.log_probs(emb_b), q_a, q_b)
+        self.remember(emb_a, emb_b, distributed)
         logs = {"swamp": l_s.detach()}
         total = p.lam * l_s
         if p.contrastive_weight > 0:
-            l_c = hinge_max_violation(emb_a, emb_b, p.margin)
+            l_c = hinge_max_violation(emb_a, emb_b, p.margin)  # negatives from this process's rows
+            if distributed:
+                l_c = l_c * batch_sum_scale()  # DDP's gradient mean then yields the sum over processes
             total = total + p.contrastive_weight * l_c
             logs["contrastive"] = l_c.detach()
         logs["loss"] = total.detach()

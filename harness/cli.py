@@ -81,7 +81,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    import torch
+
     from harness import checkpoint, plan, runner, tables
+    from harness import distributed as dd
 
     overrides = list(args.overrides) + ([f"dataset.root={args.data_root}"] if args.data_root else [])
     init = Path(args.init) if args.init else None
@@ -92,25 +95,44 @@ def cmd_run(args: argparse.Namespace) -> int:
     names = list(dict.fromkeys(r.run_name for r in runs))
     if args.reference is not None and args.reference not in names:
         raise ConfigError(f"--reference {args.reference!r} is not among this command's runs: {', '.join(names)}")
-    opts = runner.RunOptions(device=runner.resolve_device(args.device), out=Path(args.out),
-                             progress=not args.no_progress, force=args.force, init=init)
-    finished = [runner.finished_result(run, opts) for run in runs]  # conflicts fail before any training
-    results, data, data_key = [], None, None
-    for i, (run, done) in enumerate(zip(runs, finished), 1):
-        if done is not None:
-            print(f"[{i}/{len(runs)}] {run.run_name} seed{run.seed}: finished earlier, skipped "
-                  f"({done['_path']}; --force re-runs it)")
-            results.append(done)
-            continue
-        key = repr(run.spec.resolved(run.method)["dataset"])
-        if key != data_key:
-            data, data_key = runner.load_data(run.spec), key
-        results.append(runner.run_one(run, data, opts))
+    device = runner.resolve_device(args.device)
+    info = dd.init_from_env(device.type)  # torchrun: join the process group; otherwise a single process
+    if info.world_size > 1 and device.type == "cuda":
+        device = torch.device("cuda", info.local_rank)
+    try:
+        results = _run_all(runs, runner.RunOptions(device=device, out=Path(args.out), progress=not args.no_progress,
+                                                   force=args.force, init=init, dist=info))
+    finally:
+        dd.shutdown()
+    if not info.is_main:
+        return 0
     folder = Path(args.out) / runs[0].spec.name
     _print_tables(results, args.reference)
     paths = tables.write_tables(results, folder, reference=args.reference)
     print(f"\nresults: {folder}/<run>/seed<k>.json; tables: {', '.join(str(p) for p in paths)}")
     return 0
+
+
+def _run_all(runs: list, opts) -> list[dict]:
+    """Run (or skip, when finished) every planned run; the result dicts, on rank 0."""
+    from harness import runner
+
+    finished = [runner.finished_result(run, opts) for run in runs]  # conflicts fail before any training
+    results, data, data_key = [], None, None
+    for i, (run, done) in enumerate(zip(runs, finished), 1):
+        if done is not None:
+            if opts.dist.is_main:
+                print(f"[{i}/{len(runs)}] {run.run_name} seed{run.seed}: finished earlier, skipped "
+                      f"({done['_path']}; --force re-runs it)")
+            results.append(done)
+            continue
+        key = repr(run.spec.resolved(run.method)["dataset"])
+        if key != data_key:
+            data, data_key = runner.load_data(run.spec), key
+        result = runner.run_one(run, data, opts)
+        if result is not None:
+            results.append(result)
+    return results
 
 
 def _print_tables(results: list[dict], reference: str | None = None) -> None:

@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ import torch
 from tqdm.auto import tqdm
 
 from harness import checkpoint as ckpt
+from harness import distributed as dd
 from harness import evaluate as ev
 from harness import plan
 from harness import train as tr
@@ -70,6 +72,7 @@ class RunOptions:
     progress: bool = True
     force: bool = False
     init: Path | None = None
+    dist: dd.DistInfo = field(default_factory=dd.DistInfo)
 
 
 def _progress(total: int, done: int, desc: str, enabled: bool) -> tqdm:
@@ -97,10 +100,15 @@ def _init_text(opts: RunOptions) -> str | None:
     return str(opts.init) if opts.init is not None else None
 
 
-def run_one(run: Run, data: PairedData, opts: RunOptions) -> dict[str, Any]:
-    """Train (resuming an interrupted run) and test one (method, seed); write and return its result."""
+def run_one(run: Run, data: PairedData, opts: RunOptions) -> dict[str, Any] | None:
+    """Train (resuming an interrupted run) and test one (method, seed); write and return its result.
+
+    Under torchrun every process trains its shard of each batch; only rank 0 validates (and shares
+    the scores, so all select the same epoch), writes checkpoints, tests and writes the result;
+    the other processes return None.
+    """
     started = time.perf_counter()
-    spec, name, seed = run.spec, run.method, run.seed
+    spec, name, seed, info = run.spec, run.method, run.seed, opts.dist
     torch.manual_seed(seed)
     m = spec.methods[name]
     method = build_method(spec, name, data, opts.device)
@@ -110,29 +118,36 @@ def run_one(run: Run, data: PairedData, opts: RunOptions) -> dict[str, Any]:
     scheduler = tr.make_scheduler(optimizer, m.train)
     path = result_path(opts.out, spec.name, run.run_name, seed)
     resume = ckpt.resume_path(path)
-    fingerprint = {"config": spec.resolved(name), "seed": seed, "init": _init_text(opts)}
+    fingerprint = {"config": spec.resolved(name), "seed": seed, "init": _init_text(opts),
+                   "world_size": info.world_size}
     state, generator = None, None
     if resume.exists() and not opts.force:
         state, generator = ckpt.load_resume(resume, fingerprint, method, optimizer, scheduler)
     resumed_from = len(state.history) if state is not None else 0
     prof = Profiler(opts.device)
-    step = prof.timed("train_step", tr.make_step(method, optimizer, data["train"], opts.device, m.train.grad_clip))
-    validate = prof.timed("validate", lambda: ev.evaluate(method, data["val"], spec.metrics, opts.device,
-                                                          m.train.eval_batch_size))
-    bar = _progress(m.train.epochs, resumed_from, f"{run.run_name} seed{seed}", opts.progress)
+    step = tr.make_step(method, optimizer, data["train"], opts.device, m.train.grad_clip,
+                        loss_fn=dd.wrap_ddp(method, info, opts.device),
+                        shard=partial(dd.shard, info=info) if info.world_size > 1 else None,
+                        world_size=info.world_size)
+    validate = prof.timed("validate", lambda: dd.from_main(
+        lambda: ev.evaluate(method, data["val"], spec.metrics, opts.device, m.train.eval_batch_size), info))
+    bar = _progress(m.train.epochs, resumed_from, f"{run.run_name} seed{seed}", opts.progress and info.is_main)
 
     def on_epoch(record: dict[str, float]) -> None:
         bar.set_postfix(loss=f"{record['loss']:.4g}", **{f"val {m.train.select}": f"{record['val/' + m.train.select]:.2f}"})
         bar.update()
 
     def after_epoch(result: tr.FitResult, gen: torch.Generator) -> None:
-        ckpt.save_resume(resume, fingerprint, method, optimizer, scheduler, result, gen)
+        if info.is_main:
+            ckpt.save_resume(resume, fingerprint, method, optimizer, scheduler, result, gen)
 
     with prof.phase("train"):
-        fit = tr.fit(method, data["train"], m.train, seed=seed, step=step, epoch=prof.timed("train_epoch", tr.run_epoch),
-                     validate=validate, on_epoch=on_epoch, scheduler=scheduler, state=state, generator=generator,
-                     after_epoch=after_epoch)
+        fit = tr.fit(method, data["train"], m.train, seed=seed, step=prof.timed("train_step", step),
+                     epoch=prof.timed("train_epoch", tr.run_epoch), validate=validate, on_epoch=on_epoch,
+                     scheduler=scheduler, state=state, generator=generator, after_epoch=after_epoch)
     bar.close()
+    if not info.is_main:
+        return None
     method.load_state_dict(fit.best_state)
     ranks: dict[str, torch.Tensor] = {}
     metrics = full_test(method, data, spec, m.train.eval_batch_size, prof, opts.device, ranks)
@@ -144,6 +159,8 @@ def run_one(run: Run, data: PairedData, opts: RunOptions) -> dict[str, Any]:
         "best_epoch": fit.best_epoch,
         "val_at_best": {k[4:]: v for k, v in fit.history[fit.best_epoch - 1].items() if k.startswith("val/")},
         "history": fit.history, "profile": prof.summary(), "resumed_from_epoch": resumed_from,
+        "distributed": {"world_size": info.world_size, "backend": info.backend,
+                        "batch_per_process": -(-m.train.batch_size // info.world_size)},
         "config": spec.resolved(name), "overrides": list(spec.overrides), "reference": spec.raw.get("reference"),
         "dataset": data.info, "environment": environment(opts.device), "checkpoint": path.with_suffix(".pt").name,
         "ranks": path.with_suffix(".ranks.npz").name, "wall_s": time.perf_counter() - started,

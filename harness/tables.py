@@ -237,6 +237,9 @@ def hardware_line(results: list[dict[str, Any]]) -> str:
         gpu = hw.get("gpu") or {}
         where = gpu.get("name") or f"{hw['cpu']} ({hw['cores']} cores, {hw['torch_threads']} torch threads)"
         line = f"{where}; torch {v['torch']}; device {hw['device']}"
+        world = (r.get("distributed") or {}).get("world_size", 1)
+        if world > 1:
+            line += f" × {world} processes ({r['distributed']['backend']})"
         if line not in seen:
             seen.append(line)
     return " | ".join(seen)

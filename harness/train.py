@@ -29,12 +29,23 @@ def make_optimizer(method: Method, t: TrainSpec) -> torch.optim.Optimizer:
 
 
 def make_step(method: Method, optimizer: torch.optim.Optimizer, split: Split, device: torch.device,
-              grad_clip: float | None) -> StepFn:
-    """One optimisation step on the pairs ``index`` of ``split``; returns the method's logs."""
+              grad_clip: float | None, loss_fn: Callable[..., Any] | None = None,
+              shard: Callable[[torch.Tensor], torch.Tensor] | None = None, world_size: int = 1) -> StepFn:
+    """One optimisation step on the pairs ``index`` of ``split``; returns the method's logs.
+
+    ``loss_fn`` defaults to ``method.loss`` (a DistributedDataParallel wrapper of it under
+    torchrun); ``shard`` keeps this process's part of the global batch. A global batch with fewer
+    pairs than processes is skipped by every process alike (some shard would be empty).
+    """
+    loss_fn = loss_fn or method.loss
 
     def step(index: torch.Tensor) -> dict[str, torch.Tensor]:
+        if len(index) < world_size:
+            return {}
+        if shard is not None:
+            index = shard(index)
         x_a, x_b = (to_device(x, device) for x in split.pair_batch(index))
-        loss, logs = method.loss(x_a, x_b)
+        loss, logs = loss_fn(x_a, x_b)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         if grad_clip is not None:
@@ -63,11 +74,12 @@ class FitResult:
 def run_epoch(step: StepFn, n_pairs: int, batch_size: int, generator: torch.Generator) -> dict[str, float]:
     """All steps of one epoch; returns the mean of each logged scalar."""
     sums: dict[str, torch.Tensor] = {}
-    index_batches = batches(n_pairs, batch_size, generator)
-    for index in index_batches:
+    counts: dict[str, int] = {}
+    for index in batches(n_pairs, batch_size, generator):
         for key, value in step(index).items():
             sums[key] = sums.get(key, 0) + value
-    return {k: float(v) / len(index_batches) for k, v in sums.items()}
+            counts[key] = counts.get(key, 0) + 1
+    return {k: float(v) / counts[k] for k, v in sums.items()}
 
 
 def fit(method: Method, split: Split, t: TrainSpec, *, seed: int, step: StepFn,
