@@ -75,12 +75,17 @@ def varied(result: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+# x label of runs that leave a setting outside the resolved config at the task's default
+UNSET = {"init": "random"}
+
+
 def x_value(result: dict[str, Any], axis: Axis) -> Any:
-    """The run's value of the swept setting: resolved config first, then ``varied``, else None."""
+    """The run's value of the swept setting: resolved config first, then ``varied``, else the
+    task default (``UNSET``'s label, or None)."""
     node: Any = result["config"] if axis.in_section else result["config"].get("method", {})
     for part in axis.key.split("."):
         if not isinstance(node, dict) or part not in node:
-            node = varied(result).get(axis.key)
+            node = varied(result).get(axis.key, UNSET.get(axis.key))
             break
         node = node[part]
     return tuple(node) if isinstance(node, list) else node

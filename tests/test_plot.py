@@ -136,3 +136,12 @@ def test_empty_folder_and_several_tasks_are_errors(folder, tmp_path, capsys):
     write_result(tmp_path / "results", "swamp", 0, 1.0, task="other")
     assert cli.main(["plot", str(tmp_path / "results"), "--x", "swamp.K"]) == 2
     assert "several tasks (other, toy)" in capsys.readouterr().err
+
+
+def test_init_axis_labels_the_task_default_random(folder, capsys):
+    write_result(folder.parent, "swamp@init=contrastive", 0, 91.0, varied={"init": "contrastive"})
+    stem = folder / "plots" / "init"
+    assert cli.main(["plot", str(folder), "--x", "swamp.init", "--metric", "a2b/R@1", "--out", str(stem)]) == 0
+    points = read_points(stem)
+    assert float(points[("swamp", "random")]["mean"]) == pytest.approx(89.0)
+    assert float(points[("swamp", "contrastive")]["mean"]) == pytest.approx(91.0)
