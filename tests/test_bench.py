@@ -103,6 +103,11 @@ def scratch_origin(tmp_path_factory) -> Path:
     return repo
 
 
+# The injected 0.25 s sleep makes Sinkhorn (15-30 ms) at least 8x slower; an unchanged copy on a
+# machine shared with other jobs was seen at up to 2.15x. A factor of 4 separates the two.
+FACTOR = 4.0
+
+
 def run_gate(origin: Path, folder: Path, change: str | None) -> subprocess.CompletedProcess:
     """Clone ``origin``, commit ``change`` to harness/ot.py (or nothing), gate it against its parent."""
     repo = folder / "repo"
@@ -113,14 +118,14 @@ def run_gate(origin: Path, folder: Path, change: str | None) -> subprocess.Compl
     git(repo, "commit", "-q", "-a", "--allow-empty", "-m", "change under test")
     env = {**os.environ, "PYTHONPATH": str(repo)}
     return subprocess.run([sys.executable, "-m", "harness", "bench", "--against", "HEAD~1", "--bench", "Sinkhorn",
-                           "--factor", "2"], cwd=repo, env=env, capture_output=True, text=True, timeout=600)
+                           "--factor", str(FACTOR)], cwd=repo, env=env, capture_output=True, text=True, timeout=600)
 
 
 @pytest.mark.slow
 def test_gate_passes_on_an_unchanged_copy(scratch_origin, tmp_path):
     done = run_gate(scratch_origin, tmp_path, change=None)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "time_sinkhorn" in done.stdout and "no benchmark worse than 2.0x" in done.stdout
+    assert "time_sinkhorn" in done.stdout and f"no benchmark worse than {FACTOR:.1f}x" in done.stdout
 
 
 @pytest.mark.slow
@@ -128,5 +133,5 @@ def test_gate_fails_on_an_injected_slowdown(scratch_origin, tmp_path):
     done = run_gate(scratch_origin, tmp_path, change=SLOWDOWN)
     assert done.returncode == 1, done.stdout + done.stderr
     verdict = done.stdout.split("bench gate:", 1)[1]
-    assert "worse than 2.0x HEAD~1" in verdict
+    assert f"worse than {FACTOR:.1f}x HEAD~1" in verdict
     assert "time_sinkhorn('1408x1000')" in verdict and "time_sinkhorn('2048x500')" in verdict
