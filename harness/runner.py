@@ -176,8 +176,9 @@ def run_one(run: Run, data: PairedData, opts: RunOptions) -> dict[str, Any] | No
 
 def save_ranks(ranks: dict[str, torch.Tensor], path: Path) -> None:
     """Per-query ranks of the test protocols (keys as in :func:`harness.evaluate.rank_folds`), atomically."""
-    tmp = path.with_name(f".{path.name}.tmp.npz")
-    np.savez_compressed(tmp, **{k: v.numpy() for k, v in ranks.items()})
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "wb") as f:  # a file object: numpy appends no suffix
+        np.savez_compressed(f, **{k: v.numpy() for k, v in ranks.items()})
     os.replace(tmp, path)
 
 
