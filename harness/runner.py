@@ -171,7 +171,7 @@ def run_one(run: Run, data: PairedData, opts: RunOptions) -> dict[str, Any] | No
             f"{m.train.epochs} only"]
     write_json_atomic(path, payload)
     resume.unlink(missing_ok=True)
-    return payload
+    return {**payload, "_path": str(path)}  # as harness.results.load_results returns it
 
 
 def save_ranks(ranks: dict[str, torch.Tensor], path: Path) -> None:

@@ -129,6 +129,8 @@ def test_sweep_runs_the_grid_and_reference_marks_the_table(tiny_task, tmp_path, 
     assert (out / "tiny" / "swamp@K=8,tau=0.2,train.epochs=1" / "seed0.ranks.npz").exists()
     printed = capsys.readouterr().out
     assert "Δ vs contrastive@train.epochs=1" in printed and "p (queries, bootstrap)" in printed
+    swamp_row = next(line for line in printed.splitlines() if line.startswith("pair-based    swamp@K=8,train"))
+    assert swamp_row.rstrip().endswith("/1)")  # the bootstrap ran on the fresh runs' saved ranks
 
 
 def test_reference_must_be_one_of_the_runs(tiny_task, tmp_path, capsys):
