@@ -78,13 +78,16 @@ def checkpoint_of(path: Path) -> Path:
     if not path.exists():
         raise ConfigError(f"{path} does not exist; pass a result file (seed<k>.json) or its checkpoint (seed<k>.pt)")
     if path.suffix == ".json":
-        with open(path) as f:
-            name = json.load(f).get("checkpoint")
+        try:
+            name = json.loads(path.read_text()).get("checkpoint")
+        except (OSError, json.JSONDecodeError) as err:
+            raise ConfigError(f"cannot read result file {path}: {err}") from err
         if not name:
             raise ConfigError(f"{path} names no checkpoint")
         ckpt = path.parent / name
         if not ckpt.exists():
-            raise ConfigError(f"{path} names the checkpoint {ckpt}, which is missing")
+            raise ConfigError(f"{path} names the checkpoint {ckpt}, which is missing; checkpoints are written by "
+                              "`python -m harness run` beside the result file")
         return ckpt
     return path
 

@@ -10,6 +10,7 @@ from typing import Any
 import torch
 
 from harness import params as P
+from harness.checkpoint import checkpoint_of
 from harness.data import PairedData
 from harness.errors import ConfigError
 from harness.method import Method
@@ -29,12 +30,7 @@ def run_files(target: Path) -> tuple[Path, Path]:
     if not result.exists():
         raise ConfigError(f"result file {result} of checkpoint {target} does not exist; the model is rebuilt "
                           "from the configuration it holds")
-    checkpoint = target if target.suffix == ".pt" else result.parent / (read_json(result).get("checkpoint")
-                                                                      or result.with_suffix(".pt").name)
-    if not checkpoint.exists():
-        raise ConfigError(f"checkpoint {checkpoint} of {result} does not exist; checkpoints are written by "
-                          "`python -m harness run` beside the result file and are not committed")
-    return result, checkpoint
+    return result, checkpoint_of(target)
 
 
 def read_json(path: Path) -> dict[str, Any]:
