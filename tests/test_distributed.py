@@ -24,10 +24,9 @@ import torch.nn.functional as F
 from baselines.contrastive import hinge_max_violation
 from baselines.swamp import swamp_loss
 from harness import distributed as hd
-from harness import runner
 from harness.ot import sinkhorn
 from harness.registry import ENCODERS, METHODS
-from tests.test_methods import tiny_spec_for
+from tests.test_methods import tiny_method_for
 
 WORLD = 2
 TIMEOUT_S = 240.0
@@ -122,10 +121,7 @@ def test_distributed_sinkhorn_needs_a_process_group():
 @pytest.mark.parametrize("kind", METHODS.names())
 def test_every_parameter_gets_a_gradient(kind, tiny_task, tiny_image_text_task):
     # wrap_ddp sets find_unused_parameters=False: that is only right if every loss reaches every parameter.
-    spec, name = tiny_spec_for(kind, tiny_task, tiny_image_text_task)
-    data = runner.load_data(spec)
-    torch.manual_seed(0)
-    method = runner.build_method(spec, name, data, torch.device("cpu"))
+    _, _, data, method = tiny_method_for(kind, tiny_task, tiny_image_text_task)
     loss, _ = method.loss(*data["train"].pair_batch(torch.arange(16)))
     loss.backward()
     assert [n for n, p in method.named_parameters() if p.requires_grad and p.grad is None] == []

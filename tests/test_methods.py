@@ -26,12 +26,17 @@ def tiny_spec_for(method_kind: str, *task_paths):
                          "TINY or TINY_IMAGE_TEXT in tests/conftest.py")
 
 
-@pytest.mark.parametrize("kind", METHODS.names())
-def test_contract_every_method_trains_one_step_and_evaluates(kind, tiny_task, tiny_image_text_task):
-    spec, name = tiny_spec_for(kind, tiny_task, tiny_image_text_task)
+def tiny_method_for(method_kind: str, *task_paths):
+    """(spec, method name, data, method built on the CPU with seed 0) of :func:`tiny_spec_for`'s task."""
+    spec, name = tiny_spec_for(method_kind, *task_paths)
     data = runner.load_data(spec)
     torch.manual_seed(0)
-    method = runner.build_method(spec, name, data, torch.device("cpu"))
+    return spec, name, data, runner.build_method(spec, name, data, torch.device("cpu"))
+
+
+@pytest.mark.parametrize("kind", METHODS.names())
+def test_contract_every_method_trains_one_step_and_evaluates(kind, tiny_task, tiny_image_text_task):
+    spec, name, data, method = tiny_method_for(kind, tiny_task, tiny_image_text_task)
     before = [p.detach().clone() for p in method.parameters()]
     opt = tr.make_optimizer(method, spec.methods[name].train)
     logs = tr.make_step(method, opt, data["train"], torch.device("cpu"), None)(torch.arange(32))
