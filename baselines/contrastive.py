@@ -6,7 +6,7 @@ from typing import Any
 
 import torch
 
-from harness.distributed import batch_sum_scale
+from harness.distributed import global_batch_sum
 from harness.method import Method
 from harness.params import require
 from harness.registry import METHODS
@@ -48,4 +48,4 @@ class Contrastive(Method):
 
     def loss(self, x_a: Any, x_b: Any) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         loss = hinge_max_violation(self.encode("a", x_a), self.encode("b", x_b), self.params.margin)
-        return loss * batch_sum_scale(), {"loss": loss.detach()}
+        return global_batch_sum(loss), {"loss": loss.detach()}

@@ -26,7 +26,7 @@ from typing import Any, ClassVar
 import torch
 
 from baselines.contrastive import max_violation_loss
-from harness.distributed import batch_sum_scale
+from harness.distributed import global_batch_sum
 from harness.method import Method
 from harness.params import require
 from harness.registry import METHODS
@@ -256,7 +256,7 @@ class SCAN(Method):
 
     def loss(self, x_a: Any, x_b: Any) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         loss = max_violation_loss(self.score(self.encode("a", x_a), self.encode("b", x_b)), self.params.margin)
-        return loss * batch_sum_scale(), {"loss": loss.detach()}  # negatives from this process's shard
+        return global_batch_sum(loss), {"loss": loss.detach()}  # negatives from this process's shard
 
 
 @METHODS.register("scan_t2i_avg")

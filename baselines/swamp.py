@@ -23,7 +23,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from baselines.contrastive import hinge_max_violation
-from harness.distributed import batch_sum_scale, chunk_bounds, gather_rows, is_distributed, rank_and_world
+from harness.distributed import global_batch_sum, chunk_bounds, gather_rows, is_distributed, rank_and_world
 from harness.method import Method
 from harness.ot import log_softmax_nograd, sinkhorn
 from harness.params import require
@@ -170,7 +170,7 @@ class SwAMP(Method):
         if p.contrastive_weight > 0:
             l_c = hinge_max_violation(emb_a, emb_b, p.margin)  # negatives from this process's rows
             if distributed:
-                l_c = l_c * batch_sum_scale()  # DDP's gradient mean then yields the sum over processes
+                l_c = global_batch_sum(l_c)  # DDP's gradient mean then yields the sum over processes
             total = total + p.contrastive_weight * l_c
             logs["contrastive"] = l_c.detach()
         logs["loss"] = total.detach()

@@ -91,12 +91,13 @@ def from_main(compute: Any, info: DistInfo) -> Any:
     return box[0]
 
 
-def batch_sum_scale() -> int:
-    """Factor for a loss summed over the batch (the VSE++ hinge): DDP averages gradients over the
-    processes, so each process multiplies its shard's sum by the world size to get the gradient of
-    the sum over the global batch (each row's negatives still come from its own shard). 1 in a
+def global_batch_sum(loss: torch.Tensor) -> torch.Tensor:
+    """A loss summed over this process's shard of the batch (the VSE++ hinge), scaled so that DDP's
+    gradient mean over the processes gives the gradient of the sum over the global batch (each row's
+    negatives still come from its own shard): times the world size. ``loss`` itself, untouched, in a
     single process."""
-    return rank_and_world()[1]
+    world_size = rank_and_world()[1]
+    return loss if world_size == 1 else loss * world_size
 
 
 def chunk_bounds(n: int, rank: int, world_size: int) -> tuple[int, int]:

@@ -73,8 +73,7 @@ def setting_name(key: str) -> str:
 def diff(base: dict[str, Any], config: dict[str, Any]) -> dict[str, Any]:
     """Settings of resolved ``config`` that differ from resolved ``base`` (neutral ones ignored)."""
     a, b = flatten(base), flatten(config)
-    return {setting_name(k): b.get(k) for k in b.keys() | a.keys()
-            if a.get(k) != b.get(k) and k not in NEUTRAL} if a != b else {}
+    return {setting_name(k): b.get(k) for k in b.keys() | a.keys() if a.get(k) != b.get(k) and k not in NEUTRAL}
 
 
 def ordered(varied: dict[str, Any]) -> dict[str, Any]:
