@@ -160,7 +160,8 @@ def analyse(split: Split, clusters: dict[str, torch.Tensor], confidence: dict[st
              "purity": {m: stats[m]["cluster_purity"][c] for m in MODALITIES if "majority" in stats[m]},
              "words": {m: [w for w, _ in found[m].get(c, [])] for m in text},
              "members": {m: members(clusters[m], confidence[m], c, n_members) for m in MODALITIES}} for c in order]
-    return {"agreement": pair_agreement(clusters["a"], clusters["b"], split.b_to_a), "modalities": stats,
+    agreement = None if split.b_to_a is None else pair_agreement(clusters["a"], clusters["b"], split.b_to_a)
+    return {"agreement": agreement, "modalities": stats,
             "clusters_used": sum(1 for t in total if t),
             "top_words": {m: {str(c): ws for c, ws in f.items()} for m, f in found.items()}, "largest": rows}
 
@@ -185,7 +186,8 @@ def tables(report: dict[str, Any]) -> list[Table]:
              ["prototypes used", ", ".join(f"{m}: {stats[m]['used']} of {k}" for m in MODALITIES)]]
     bal = [[m, str(r["items"][m]), str(s["used"]), str(s["largest"]), f"{s['median']:g}", f"{s['entropy']:.3f}"]
            + ([f"{s['purity']:.3f}" if "purity" in s else ""] if labelled else []) for m, s in stats.items()]
-    agree = f"Pairs whose two items share a cluster: {r['agreement']:.1%} of {r['items']['b']} pairs."
+    agree = (f"Pairs whose two items share a cluster: {r['agreement']:.1%} of {r['items']['b']} pairs."
+             if r["agreement"] is not None else "The split has no pairing (class-only), so no pair agreement.")
     head = ["cluster", *(f"{m} items" for m in MODALITIES), *(f"class {m} (purity)" for m in labelled),
             *(f"top words ({m})" for m in text), *(f"members {m}" for m in MODALITIES)]
     rows = [[cid(row["cluster"]), *(str(row["size"][m]) for m in MODALITIES), *(_class_cell(row, m) for m in labelled),
@@ -242,7 +244,8 @@ def summary(report: dict[str, Any]) -> list[str]:
         pure = f", class purity {s['purity']:.3f}" if "purity" in s else ""
         lines.append(f"  {m}: {s['used']} of {k} prototypes used, largest {s['largest']}, median {s['median']:g}, "
                      f"size entropy {s['entropy']:.3f}{pure}")
-    lines.append(f"  pairs sharing a cluster: {report['agreement']:.1%}")
+    if report["agreement"] is not None:
+        lines.append(f"  pairs sharing a cluster: {report['agreement']:.1%}")
     for row in report["largest"][:3]:
         words = "; ".join(", ".join(ws) for ws in row["words"].values() if ws)
         sizes = ", ".join(f"{n} {m}" for m, n in row["size"].items())

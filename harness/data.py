@@ -4,6 +4,10 @@ Modality ``a`` holds ``n_a`` items and modality ``b`` holds ``n_b`` items; ``b_t
 names the ``a`` item that ``b`` item ``j`` is paired with (identity when one to one;
 ``j // 5`` for five captions per image). A training pair is ``(a[b_to_a[j]], b[j])``.
 Hidden class labels, when a source has them, serve the class-based metrics only.
+
+A *class-only* split (``paired=False``: zero-shot sketch→photo test classes, where no sketch
+belongs to one photo) has labels and no pairing at all: it supports class-based metrics,
+and asking it for pairs is an error rather than a made-up identity pairing.
 """
 from __future__ import annotations
 
@@ -96,30 +100,40 @@ def input_shape(features: Any) -> tuple[int, ...]:
 
 @dataclass
 class Split:
-    """One split: the two modalities, the pairing, and optional hidden labels."""
+    """One split: the two modalities, the pairing (absent when ``paired`` is False), and optional
+    hidden labels."""
 
     a: Any
     b: Any
     b_to_a: torch.Tensor | None = None
     labels_a: torch.Tensor | None = None
     labels_b: torch.Tensor | None = None
+    paired: bool = True
 
     def __post_init__(self) -> None:
         n_a, n_b = len(self.a), len(self.b)
+        self._check_labels(n_a, n_b)
+        if not self.paired:
+            if self.b_to_a is not None or not self.has_labels:
+                raise ConfigError("a split without pairing (paired=False) takes no b_to_a and needs labels_a and "
+                                  "labels_b: its only relevance is the class")
+            return
         if self.b_to_a is None:
             if n_a != n_b:
                 raise ConfigError(f"split has {n_a} a-items and {n_b} b-items but no pairing")
             self.b_to_a = torch.arange(n_b)
         if len(self.b_to_a) != n_b:
             raise ConfigError("b_to_a must have one entry per b item")
+
+    def _check_labels(self, n_a: int, n_b: int) -> None:
         for name, labels, n in (("labels_a", self.labels_a, n_a), ("labels_b", self.labels_b, n_b)):
             if labels is not None and len(labels) != n:
                 raise ConfigError(f"{name} has {len(labels)} entries for {n} items")
 
     @property
     def n_pairs(self) -> int:
-        """Number of training pairs (one per b item)."""
-        return len(self.b)
+        """Number of training pairs (one per b item); a class-only split has none."""
+        return len(self.b) if self.paired else 0
 
     @property
     def has_labels(self) -> bool:
@@ -128,6 +142,8 @@ class Split:
 
     def pair_batch(self, index: torch.Tensor) -> tuple[Any, Any]:
         """The a- and b-features of pairs ``index`` (indices into b items)."""
+        if self.b_to_a is None:
+            raise ConfigError("this split has no pairing (class-only), so it cannot give training pairs")
         return take(self.a, self.b_to_a[index]), take(self.b, index)
 
 

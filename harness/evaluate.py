@@ -43,6 +43,10 @@ def make_folds(split: Split, n_folds: int) -> list[Fold]:
     """(a indices, b indices) of ``n_folds`` consecutive equal folds of the a items, each with the b
     items paired to them (five captions per image: caption j follows image j // 5)."""
     n_a = len(split.a)
+    if split.b_to_a is None:  # class-only split: one fold, every item
+        if n_folds != 1:
+            raise ConfigError(f"a split without pairing cannot be cut into {n_folds} folds; use folds: [1]")
+        return [(torch.arange(n_a), torch.arange(len(split.b)))]
     if n_folds < 1 or n_a % n_folds:
         raise ConfigError(f"{n_a} items cannot be cut into {n_folds} equal folds; use a fold count dividing {n_a}")
     size = n_a // n_folds
@@ -68,7 +72,8 @@ def rank_folds(blocks: list[torch.Tensor], folds: list[Fold], split: Split, metr
         labels_b = split.labels_b[b] if split.labels_b is not None else None
         labels_a = split.labels_a[a] if split.labels_a is not None else None
         per_fold_ranks.append({})
-        per_fold.append(_rank(sims, split.b_to_a[b] - a[0], labels_a, labels_b, metrics, per_fold_ranks[-1]))
+        b_to_a = None if split.b_to_a is None else split.b_to_a[b] - a[0]
+        per_fold.append(_rank(sims, b_to_a, labels_a, labels_b, metrics, per_fold_ranks[-1]))
     prefix = fold_prefix(len(folds))
     if ranks is not None:
         ranks.update({f"{prefix}{k}": torch.cat([r[k] for r in per_fold_ranks]) for k in per_fold_ranks[0]})
@@ -81,13 +86,36 @@ def rank_split(sims: torch.Tensor, split: Split, metrics: MetricSpec) -> dict[st
     return _rank(sims, split.b_to_a, split.labels_a, split.labels_b, metrics)
 
 
-def _rank(sims: torch.Tensor, b_to_a: torch.Tensor, labels_a: torch.Tensor | None, labels_b: torch.Tensor | None,
-          metrics: MetricSpec, ranks: dict[str, torch.Tensor] | None = None) -> dict[str, float]:
-    masks = {"pair": pair_relevance(b_to_a, sims.shape[0])}
-    if "class" in metrics.relevance:
+def check_split(split: Split, metrics: MetricSpec, where: str) -> None:
+    """Raise ConfigError when ``split`` cannot give the relevance ``metrics`` asks for: pair relevance
+    needs a pairing, class relevance needs labels on both modalities."""
+    if "pair" in metrics.relevance and split.b_to_a is None:
+        raise ConfigError(f"{where}: the split has no sketch↔photo (a↔b) pairing, only classes, so pair-based "
+                          "metrics are undefined; use metrics.relevance: [class]")
+    if "class" in metrics.relevance and not split.has_labels:
+        raise ConfigError(f"{where}: class-based metrics need class labels, which this split lacks; "
+                          "use metrics.relevance: [pair]")
+
+
+def _masks(sims: torch.Tensor, b_to_a: torch.Tensor | None, labels_a: torch.Tensor | None,
+           labels_b: torch.Tensor | None, relevance: tuple[str, ...]) -> dict[str, torch.Tensor]:
+    """(n_a, n_b) relevance mask per requested relevance ('pair', 'class')."""
+    masks = {}
+    if "pair" in relevance:
+        if b_to_a is None:
+            raise ConfigError("pair-based metrics need a pairing, which this split lacks; use relevance: [class]")
+        masks["pair"] = pair_relevance(b_to_a, sims.shape[0])
+    if "class" in relevance:
         if labels_a is None or labels_b is None:
-            raise ValueError("class-based metrics need hidden labels, which this dataset lacks")
+            raise ConfigError("class-based metrics need hidden labels, which this dataset lacks")
         masks["class"] = class_relevance(labels_a, labels_b)
+    return masks
+
+
+def _rank(sims: torch.Tensor, b_to_a: torch.Tensor | None, labels_a: torch.Tensor | None,
+          labels_b: torch.Tensor | None, metrics: MetricSpec,
+          ranks: dict[str, torch.Tensor] | None = None) -> dict[str, float]:
+    masks = _masks(sims, b_to_a, labels_a, labels_b, metrics.relevance)
     prefix = {"pair": "", "class": "class_"}
     out: dict[str, float] = {}
     for direction in metrics.directions:

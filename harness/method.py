@@ -25,6 +25,13 @@ class Method(nn.Module):
         self.encoders = nn.ModuleDict(encoders)
         self.params = params
 
+    @classmethod
+    def build(cls, encoders: dict[str, nn.Module], params: Any, data: Any) -> "Method":
+        """The method for a task's data (a :class:`harness.data.PairedData`). Most methods need only the
+        encoders; one whose extra parts are sized by the data (a head regressing class word vectors)
+        overrides this and raises ConfigError when the data lack what it needs."""
+        return cls(encoders, params)
+
     @property
     def encoder_width(self) -> int:
         """Output width shared by both encoders (they must agree)."""

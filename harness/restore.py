@@ -77,7 +77,7 @@ def restore_run(target: str | Path, device: torch.device,
     for m in MODALITIES:
         enc, enc_params = _component(ENCODERS, config["encoders"][m], "type", f"{result_file}: config.encoders.{m}")
         encoders[m] = enc.build(shapes[m], enc_params)
-    method = method_cls(encoders, method_params).to(device)
+    method = method_cls.build(encoders, method_params, data).to(device)
     try:
         state = torch.load(checkpoint, map_location=device, weights_only=True)
     except (OSError, EOFError, RuntimeError, pickle.UnpicklingError) as err:

@@ -46,9 +46,13 @@ def resolve_device(name: str) -> torch.device:
 
 
 def load_data(spec: TaskSpec) -> PairedData:
-    """Load the task's dataset through its registered source; check that every fold protocol fits it."""
+    """Load the task's dataset through its registered source; check that its validation and test splits
+    support the requested relevance and that every fold protocol fits them."""
     data = SOURCES.get(spec.dataset.kind).load(spec.dataset.params)
     for name in ("val", "test"):
+        ev.check_split(data[name], spec.metrics, f"{spec.path}: {name} split")
+        if data[name].b_to_a is None:
+            continue  # class-only: make_folds accepts only the whole split, checked there
         n_items = len(data[name].a)
         bad = [n for n in spec.metrics.folds if n_items % n]
         if bad:
@@ -62,7 +66,7 @@ def build_method(spec: TaskSpec, name: str, data: PairedData, device: torch.devi
     shapes = data.input_shapes()
     encoders = {m: ENCODERS.get(c.kind).build(shapes[m], c.params) for m, c in spec.encoders.items()}
     m = spec.methods[name]
-    return METHODS.get(m.method)(encoders, m.params).to(device)
+    return METHODS.get(m.method).build(encoders, m.params, data).to(device)
 
 
 @dataclass
