@@ -52,28 +52,38 @@ def swamp_loss(logp_a: torch.Tensor, logp_b: torch.Tensor, q_a: torch.Tensor, q_
 
 
 @dataclass(frozen=True)
-class SwAMPParams:
+class SwAMPFields:
+    """The settings of SwAMP's swapped-assignment loss, shared by every method that adds it."""
+
     K: int = 1000
     queue: int = 1280
     tau: float = 0.01
     eta: float = 20.0
     lam: float = field(default=1.0, metadata={"key": "lambda"})
-    contrastive_weight: float = 1.0
-    margin: float = 0.2
     sinkhorn_iters: int = 3
     hard: bool = False
     strict_queue: bool = True
 
-    def check(self, where: str) -> None:
+    def check_swamp(self, where: str) -> None:
         require(self.K >= 2, where, f"K must be >= 2, got {self.K}")
         require(self.queue >= 0, where, f"queue must be >= 0, got {self.queue}")
         require(not self.strict_queue or self.queue > self.K, where,
                 f"queue ({self.queue}) must exceed K ({self.K}) so the uniform class marginal is meaningful "
                 "(paper Sec. 3); raise queue, lower K, or set strict_queue: false for the queue ablation")
         require(self.tau > 0 and self.eta > 0, where, "tau and eta must be > 0")
-        require(self.lam >= 0 and self.contrastive_weight >= 0, where, "lambda and contrastive_weight must be >= 0")
-        require(self.lam > 0 or self.contrastive_weight > 0, where, "lambda and contrastive_weight are both 0")
+        require(self.lam >= 0, where, "lambda must be >= 0")
         require(self.sinkhorn_iters >= 1, where, "sinkhorn_iters must be >= 1")
+
+
+@dataclass(frozen=True)
+class SwAMPParams(SwAMPFields):
+    contrastive_weight: float = 1.0
+    margin: float = 0.2
+
+    def check(self, where: str) -> None:
+        self.check_swamp(where)
+        require(self.contrastive_weight >= 0, where, "contrastive_weight must be >= 0")
+        require(self.lam > 0 or self.contrastive_weight > 0, where, "lambda and contrastive_weight are both 0")
 
 
 class EmbeddingQueue(nn.Module):
@@ -158,13 +168,19 @@ class SwAMP(Method):
             emb_a, emb_b = gather_rows(emb_a), gather_rows(emb_b)  # (B_global, D)
         self.queue.push(emb_a, emb_b)
 
+    def swapped_loss(self, emb_a: torch.Tensor, emb_b: torch.Tensor, distributed: bool = False) -> torch.Tensor:
+        """L_s (Eq. 5) of a batch of unit-norm pair embeddings (B, D) against the swapped Sinkhorn targets of
+        the batch plus the queue; then the batch joins the queue (Alg. 1, steps 3–6)."""
+        q_a, q_b = self.targets(emb_a, emb_b, distributed)
+        l_s = swamp_loss(self.log_probs(emb_a), self.log_probs(emb_b), q_a, q_b)
+        self.remember(emb_a, emb_b, distributed)
+        return l_s
+
     def loss(self, x_a: Any, x_b: Any) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         p = self.params
         distributed = is_distributed()  # decided once per step; everything below follows it
         emb_a, emb_b = self.encode("a", x_a), self.encode("b", x_b)  # (B, D)
-        q_a, q_b = self.targets(emb_a, emb_b, distributed)
-        l_s = swamp_loss(self.log_probs(emb_a), self.log_probs(emb_b), q_a, q_b)
-        self.remember(emb_a, emb_b, distributed)
+        l_s = self.swapped_loss(emb_a, emb_b, distributed)
         logs = {"swamp": l_s.detach()}
         total = p.lam * l_s
         if p.contrastive_weight > 0:

@@ -64,3 +64,27 @@ def tiny_task(tmp_path: Path) -> Path:
 def tiny_image_text_task(tmp_path: Path) -> Path:
     """Path of a seconds-long image–text task on random data in SCAN's layout."""
     return write_task(tmp_path, TINY_IMAGE_TEXT, "tiny_image_text.yaml")
+
+
+# Sketch -> photo methods need images, class-only test splits and training triplets: a seconds-long
+# variant of tasks/sketchy_shapes.yaml (generated 16 × 16 images, a small CNN).
+TINY_SKETCH = {
+    "base": str(TASKS / "sketchy_shapes.yaml"),
+    "name": "tiny_sketch",
+    "version": "test",
+    "dataset": {"classes": [4, 2, 3], "sketches": [40, 8, 12], "photos": [40, 8, 15], "image_size": 16,
+                "word_dim": 6},
+    "encoders": {"a": {"arch": "small", "widths": [4, 8], "dim": 8, "attention_hidden": 4},
+                 "b": {"arch": "small", "widths": [4, 8], "dim": 8, "attention_hidden": 4}},
+    "train": {"epochs": 2, "batch_size": 8, "eval_batch_size": 16},
+    "methods": {
+        "doodle2search": {"method": "doodle2search", "ramp_start": 1, "ramp_end": 4},
+        "doodle2search_swamp": {"method": "doodle2search_swamp", "K": 6, "queue": 16, "ramp_start": 1, "ramp_end": 4},
+    },
+}
+
+
+@pytest.fixture
+def tiny_sketch_task(tmp_path: Path) -> Path:
+    """Path of a seconds-long zero-shot sketch -> photo task on generated images."""
+    return write_task(tmp_path, TINY_SKETCH, "tiny_sketch.yaml")

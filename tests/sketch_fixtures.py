@@ -1,0 +1,51 @@
+"""Generated image folders for the sketch -> photo tests: PIL-drawn class shapes, tiny images, seconds."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+from PIL import Image, ImageDraw
+
+CLASSES = ("apple", "bat", "cow", "door", "palm_tree", "saw")
+
+
+def draw(kind: int, rng: np.random.Generator, size: int, photo: bool) -> Image.Image:
+    """Class ``kind``'s shape (ellipse, box, diagonal, triangle, bar, cross) at a jittered position;
+    photos are coloured RGB, sketches black on white grey-scale."""
+    img = Image.new("RGB" if photo else "L", (size, size), (255, 255, 255) if photo else 255)
+    d = ImageDraw.Draw(img)
+    x0, y0 = (int(v) for v in rng.integers(0, size // 4, 2))
+    x1, y1 = x0 + size // 2, y0 + size // 2
+    ink = tuple(int(v) for v in rng.integers(0, 200, 3)) if photo else 0
+    shape = kind % 6
+    if shape == 0:
+        d.ellipse((x0, y0, x1, y1), fill=ink)
+    elif shape == 1:
+        d.rectangle((x0, y0, x1, y1), fill=ink)
+    elif shape == 2:
+        d.line((x0, y0, x1, y1), fill=ink, width=2)
+    elif shape == 3:
+        d.polygon([(x0, y1), (x1, y1), ((x0 + x1) // 2, y0)], fill=ink)
+    elif shape == 4:
+        d.rectangle((x0, y0, x0 + 2, y1), fill=ink)
+    else:
+        d.line((x0, y0, x1, y1), fill=ink, width=2)
+        d.line((x0, y1, x1, y0), fill=ink, width=2)
+    return img
+
+
+def write_image_folders(root: Path, classes=CLASSES, sketches: int = 4, photos: int = 5, size: int = 12,
+                        seed: int = 0) -> Path:
+    """``root/sketch/<class>/*.png`` and ``root/photo/<class>/*.jpg`` plus a word-vector file
+    ``root/word_vectors.txt`` (4-d; multi-word names as the mean of their words). Returns ``root``."""
+    rng = np.random.default_rng(seed)
+    for k, name in enumerate(classes):
+        for modality, count, ext in (("sketch", sketches, "png"), ("photo", photos, "jpg")):
+            folder = root / modality / name
+            folder.mkdir(parents=True, exist_ok=True)
+            for i in range(count):
+                draw(k, rng, size, modality == "photo").save(folder / f"{i}.{ext}")
+    words = sorted({w for name in classes for w in name.split("_")})
+    lines = ["%d 4" % len(words)] + [" ".join([w, *(f"{v:.3f}" for v in rng.normal(size=4))]) for w in words]
+    (root / "word_vectors.txt").write_text("\n".join(lines) + "\n")
+    return root
