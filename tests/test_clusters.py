@@ -179,3 +179,14 @@ def test_members_are_the_most_confident_first():
     clusters = torch.tensor([1, 0, 1, 1])
     confidence = torch.tensor([0.5, 0.9, 0.8, 0.1])
     assert C.members(clusters, confidence, 1, 2) == [2, 0] and C.members(clusters, confidence, 2, 3) == []
+
+
+def test_sketch_clusters_on_a_class_only_split(tiny_sketch_task, tmp_path):
+    assert main(["run", str(tiny_sketch_task), "--methods", "doodle2search_swamp", "--device", "cpu",
+                 "--out", str(tmp_path / "r"), "--no-progress"]) == 0
+    run = tmp_path / "r" / "tiny_sketch" / "doodle2search_swamp"
+    assert main(["clusters", str(run / "seed0.json")]) == 0  # rebuilt through Doodle2SearchSwAMP.build
+    report = report_of(run / "clusters-seed0")
+    assert report["agreement"] is None and report["items"] == {"a": 12, "b": 15}  # no pairing to agree on
+    assert "purity" in report["modalities"]["a"]
+    assert "no pairing" in (run / "clusters-seed0" / "clusters.md").read_text()
