@@ -284,8 +284,9 @@ def render(results: list[dict[str, Any]], fmt: str, reference: str | None = None
 def write_tables(results: list[dict[str, Any]], folder: Path, reference: str | None = None) -> list[Path]:
     """Write accuracy/timing tables as Markdown and LaTeX into ``folder``; return the paths."""
     task = results[0]
+    origin = (task.get("dataset") or {}).get("origin")
     caption = (f"Task {task['task']} v{task['task_version']}; {len(results)} result files; "
-               f"{hardware_line(results)}.")
+               f"{hardware_line(results)}." + (f" Data: {origin}." if origin else ""))
     data = _table_data(results, reference)
     command = f"python -m harness table {folder}" + (f" --reference {reference}" if reference else "")
     written = []

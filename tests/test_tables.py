@@ -110,3 +110,11 @@ def test_mismatched_rank_lengths_name_the_runs(results):
     np.savez(Path(results[3]["_path"]).with_suffix(".npz"), **{"a2b/pair": _ranks(0.9, 0, n=10)})
     with pytest.raises(ConfigError, match="swamp vs contrastive, seed 0: .*same test queries"):
         tables.render(results, "md", reference="contrastive")
+
+
+def test_caption_names_the_data_origin(results, tmp_path):
+    for r in results:
+        r["dataset"] = {"origin": "QMUL-Shoe, yuqian1023/Deep_SBIR_tf @ 838c17c"}
+    tables.write_tables(results, tmp_path)
+    for name in ("accuracy.md", "timing.tex"):
+        assert "Data: QMUL-Shoe, yuqian1023/Deep_SBIR_tf @ 838c17c." in (tmp_path / name).read_text()
