@@ -29,7 +29,7 @@ from harness.errors import DataError
 from harness.images import ImageTensor
 from harness.params import require
 from harness.registry import SOURCES
-from harness.sources.scan_precomp import expand_root
+from harness.sources.scan_precomp import expand_root, require_files
 
 ORIGIN = ("QMUL-Shoe and QMUL-Chair (Yu et al., Sketch Me That Shoe, CVPR 2016), as released with "
           "yuqian1023/Deep_SBIR_tf @ 838c17c, data/<category>/; sketches paired with photo edge maps")
@@ -103,21 +103,19 @@ class QMULSBIR:
     @staticmethod
     def load(p: QMULParams) -> PairedData:
         root = expand_root(p.root)
-        missing = [f for f in expected_files(root, p.category) if not f.exists()]
-        if missing:
-            listing = "\n  ".join(f"{f}{'  (missing)' if f in missing else ''}" for f in expected_files(root, p.category))
-            raise DataError(f"qmul_sbir: {len(missing)} file(s) missing under {root}. Expected:\n  {listing}\n"
-                            "Set QMUL_SBIR to the folder holding them, dataset.root, or pass --data-root PATH.")
+        require_files("qmul_sbir", root, expected_files(root, p.category),
+                      "Set QMUL_SBIR to the folder holding them, dataset.root, or pass --data-root PATH.")
         train_sk, train_ed = load_split_arrays(root, p.category, "train", p.image_size)
         test_sk, test_ed = load_split_arrays(root, p.category, "test", p.image_size)
         val = val_rows(len(train_sk), p.val_fraction, p.split_seed)
         fit = torch.ones(len(train_sk), dtype=torch.bool).index_fill_(0, val, False)
-        ref_sk, ref_ed = train_sk[fit], train_ed[fit]
-        sk, ed = (lambda x: standardize(x, ref_sk)), (lambda x: standardize(x, ref_ed))  # noqa: E731
-        crop = tuple(p.crop_scale) if p.crop_scale else None
-        splits = {"train": Split(ImageTensor(sk(ref_sk), crop), ImageTensor(ed(ref_ed), crop)),
-                  "val": Split(ImageTensor(sk(train_sk[val])), ImageTensor(ed(train_ed[val]))),
-                  "test": Split(ImageTensor(sk(test_sk)), ImageTensor(ed(test_ed)))}
+        ref_sk, ref_ed = train_sk[fit], train_ed[fit]  # the training pairs: they set the statistics
+
+        def split(sketch: torch.Tensor, edge: torch.Tensor, crop: tuple[float, ...] | None = None) -> Split:
+            return Split(ImageTensor(standardize(sketch, ref_sk), crop), ImageTensor(standardize(edge, ref_ed), crop))
+
+        splits = {"train": split(ref_sk, ref_ed, tuple(p.crop_scale) or None),
+                  "val": split(train_sk[val], train_ed[val]), "test": split(test_sk, test_ed)}
         info = {"source": "qmul_sbir", "origin": ORIGIN, "root": str(root), "category": p.category,
                 "pairs": {name: s.n_pairs for name, s in splits.items()}, "val_rows": val.tolist()}
         return PairedData(splits, info)

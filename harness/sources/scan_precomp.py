@@ -63,14 +63,19 @@ def expected_files(root: Path, prefixes: tuple[str, ...]) -> list[Path]:
     return [root / f"{p}_{kind}" for p in prefixes for kind in ("ims.npy", "caps.txt")]
 
 
+def require_files(source: str, root: Path, expected: list[Path], advice: str) -> None:
+    """Stop with every expected file, the missing ones marked, and ``advice`` when any is missing."""
+    missing = [f for f in expected if not f.exists()]
+    if missing:
+        listing = "\n  ".join(f"{f}{'  (missing)' if f in missing else ''}" for f in expected)
+        raise DataError(f"{source}: {len(missing)} file(s) missing under {root}. Expected:\n  {listing}\n{advice}")
+
+
 def check_files(root: Path, prefixes: tuple[str, ...]) -> None:
     """Stop with the list of expected files and where they are published when any is missing."""
-    missing = [f for f in expected_files(root, prefixes) if not f.exists()]
-    if missing:
-        listing = "\n  ".join(f"{f}{'  (missing)' if f in missing else ''}" for f in expected_files(root, prefixes))
-        raise DataError(f"scan_precomp: {len(missing)} file(s) missing under {root}. Expected:\n  {listing}\n"
-                        f"{PUBLISHED_AT}\nSet dataset.root in the task file, the SCAN_DATA environment variable "
-                        "(the folder holding coco_precomp/ and f30k_precomp/), or pass --data-root PATH.")
+    require_files("scan_precomp", root, expected_files(root, prefixes),
+                  f"{PUBLISHED_AT}\nSet dataset.root in the task file, the SCAN_DATA environment variable "
+                  "(the folder holding coco_precomp/ and f30k_precomp/), or pass --data-root PATH.")
 
 
 def pairing(n_images: int, n_captions: int, where: Path) -> torch.Tensor:
