@@ -86,18 +86,39 @@ def atomic_write(path: Path, write: Callable[[IO[bytes]], None]) -> None:
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     except OSError as err:
         raise write_error(path, err) from None
+    out = None
     try:
         os.fchmod(fd, 0o666 & ~_umask())  # mkstemp creates 0600; result files are for everyone to read
         with os.fdopen(fd, "wb") as f:
-            write(f)
+            out = _Recorder(f)
+            write(out)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException as err:
         Path(tmp).unlink(missing_ok=True)
-        if isinstance(err, OSError):
-            raise write_error(path, err) from None
+        cause = err if isinstance(err, OSError) else out.error if out is not None else None
+        if cause is not None:
+            raise write_error(path, cause) from None
         raise
+
+
+class _Recorder:
+    """A file that remembers why a write failed: torch.save reports a full disk as a bare RuntimeError
+    ('unexpected pos ...'), losing the OSError behind it."""
+
+    def __init__(self, f: IO[bytes]):
+        self._f, self.error = f, None
+
+    def write(self, data: Any) -> int:
+        try:
+            return self._f.write(data)
+        except OSError as err:
+            self.error = err
+            raise
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._f, name)
 
 
 def write_error(path: Path, err: OSError) -> RunError:
@@ -106,8 +127,8 @@ def write_error(path: Path, err: OSError) -> RunError:
     read_only = err.errno in (errno.EROFS, errno.EACCES, errno.EPERM)
     fix = ("free space on that file system or pass --out with a folder on another one" if full else
            "pass --out with a writable folder" if read_only else "check the folder and run the command again")
-    return RunError(f"cannot write {path}: {err.strerror or err}; {fix} (the previous file, if any, is unchanged, "
-                    "and the next start resumes from the last complete epoch)")
+    return RunError(f"cannot write {path}: {err.strerror or err}; {fix} (nothing was replaced: the previous "
+                    "version of the file, if any, is intact)")
 
 
 def write_json_atomic(path: Path, payload: dict[str, Any]) -> None:
