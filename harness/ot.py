@@ -88,7 +88,15 @@ def sinkhorn(logits: torch.Tensor, eta: float, n_iters: int = 3, *, distributed:
     column_lse_ = _logsumexp_global_columns_ if distributed else lambda t: _logsumexp_(t, 0)
     f = m.new_zeros(n, 1)  # log u
     g = m.new_zeros(1, k)  # log v
-    for _ in range(n_iters):
+    for i in range(n_iters):
         g = -(column_lse_(m + f) + math.log(k))  # columns sum to 1/K
-        f = -(_logsumexp_(m + g, 1) + math.log(n_total))  # rows sum to 1/N
-    return (m + f + g + math.log(n_total)).clamp_min_(_EXP_FLOOR).exp_().to(logits.dtype)
+        if i + 1 < n_iters:
+            f = -(_logsumexp_(m + g, 1) + math.log(n_total))  # rows sum to 1/N
+    return _softmax_rows_(m + g).to(logits.dtype)  # the last row step: q = N * Q, rows sum to 1
+
+
+def _softmax_rows_(t: torch.Tensor) -> torch.Tensor:
+    """Row-wise softmax of ``t`` (n, K), in place: rows sum to 1 up to one rounding, however large the
+    entries (exp(t + f) with f = -logsumexp would lose that once |t| reaches the thousands)."""
+    t = t.sub_(t.amax(1, keepdim=True)).clamp_min_(_EXP_FLOOR).exp_()
+    return t.div_(t.sum(1, keepdim=True))
