@@ -8,6 +8,7 @@ chosen write, after half of the file's bytes reached its temporary file; the tes
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import subprocess
@@ -23,6 +24,7 @@ from baselines.swamp import SwAMP
 from harness import evaluate, guards, results
 from harness import train as tr
 from harness.cli import main
+from harness.errors import RunError
 from tests.bad_input_matrix import mount_available
 from tests.conftest import ROOT
 from tests.fault_child import faulty_atomic_write
@@ -276,3 +278,26 @@ def test_cuda_out_of_memory_names_the_batch_size(tiny_task, tmp_path, capsys, mo
     monkeypatch.setattr(SwAMP, "loss", loss)
     assert main(_cli(tiny_task, tmp_path, "--device", "cuda")) == 3
     assert "out of memory on cuda" in _one_error_line(capsys)
+
+
+def _nan_verdicts(info, cases: list[tuple[str, list[int]]]) -> list[object]:
+    """Each process's verdict on a loss that is NaN on the ranks listed (a scenario of test_distributed)."""
+    verdicts: list[object] = []
+    for policy, nan_on in cases:
+        guard = guards.NonFiniteGuard(policy, "test", 8, Path("no-checkpoint"))
+        guard.step = 1
+        loss = torch.tensor(math.nan if info.rank in nan_on else 1.0)
+        try:
+            verdicts.append(guard(loss, {"loss": loss}))
+        except RunError:
+            verdicts.append("stopped")
+    return verdicts
+
+
+@pytest.mark.slow
+def test_all_processes_agree_on_a_non_finite_loss(tmp_path):
+    """Under torchrun a NaN on one process stops or skips the step on every process (none waits forever)."""
+    from tests.test_distributed import WORLD, run_on_ranks
+
+    cases = [("skip", [1]), ("skip", []), ("stop", [0])]
+    assert run_on_ranks(_nan_verdicts, tmp_path, cases=cases) == [[False, True, "stopped"]] * WORLD
