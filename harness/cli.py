@@ -117,7 +117,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.reference is not None and args.reference not in names:
         raise ConfigError(f"--reference {args.reference!r} is not among this command's runs: {', '.join(names)}"
                           f"{did_you_mean(args.reference, names)}; name one of them")
-    preflight.check_out(Path(args.out), [result_path(Path(args.out), r.spec.name, r.run_name, r.seed).parent for r in runs])
+    out = Path(args.out)
+    preflight.check_out(out, [result_path(out, r.spec.name, r.run_name, r.seed).parent for r in runs])
     device = runner.resolve_device(args.device)
     info = dd.init_from_env(device.type)  # torchrun: join the process group; otherwise a single process
     if info.world_size > 1 and device.type == "cuda":

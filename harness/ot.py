@@ -82,7 +82,7 @@ def sinkhorn(logits: torch.Tensor, eta: float, n_iters: int = 3, *, distributed:
     if distributed and not (dist.is_available() and dist.is_initialized()):
         raise RuntimeError("sinkhorn(distributed=True) needs an initialised torch.distributed process group; "
                            "pass distributed=False in a single process")
-    m = logits.detach().to(working_dtype(logits.dtype)) * eta  # (n, K) = log kernel exp(-eta * C); n = N unless distributed
+    m = logits.detach().to(working_dtype(logits.dtype)) * eta  # (n, K) log kernel; n = N unless distributed
     n, k = m.shape
     n_total = _global_rows(n, m) if distributed else n
     column_lse_ = _logsumexp_global_columns_ if distributed else lambda t: _logsumexp_(t, 0)

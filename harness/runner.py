@@ -143,7 +143,8 @@ def run_one(run: Run, data: PairedData, opts: RunOptions) -> dict[str, Any] | No
     bar = _progress(m.train.epochs, resumed_from, f"{run.run_name} seed{seed}", opts.progress and info.is_main)
 
     def on_epoch(record: dict[str, float]) -> None:
-        bar.set_postfix(loss=f"{record.get('loss', float('nan')):.4g}", **{f"val {m.train.select}": f"{record['val/' + m.train.select]:.2f}"})
+        bar.set_postfix(loss=f"{record.get('loss', float('nan')):.4g}",  # no loss: every step skipped (--on-nan)
+                        **{f"val {m.train.select}": f"{record['val/' + m.train.select]:.2f}"})
         bar.update()
 
     def after_epoch(result: tr.FitResult, gen: torch.Generator) -> None:

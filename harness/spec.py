@@ -38,7 +38,8 @@ class TrainSpec:
     eval_batch_size: int = 1024
 
     def check(self, where: str) -> None:
-        P.require(self.batch_size >= 2, where, f"batch_size must be >= 2 (the hinge needs negatives), got {self.batch_size}")
+        P.require(self.batch_size >= 2, where,
+                  f"batch_size must be >= 2 (the hinge needs negatives), got {self.batch_size}")
         if self.optimizer not in OPTIMIZERS:
             raise unknown("optimizer", self.optimizer, OPTIMIZERS, where)
         P.require(self.lr > 0, where, f"lr must be > 0, got {self.lr}")

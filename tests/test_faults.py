@@ -168,7 +168,8 @@ def test_make_step_skips_the_update_when_the_loss_check_says_so(tiny_task):
     method = runner.build_method(run.spec, "swamp", data, torch.device("cpu"))
     optimizer = tr.make_optimizer(method, run.spec.methods["swamp"].train)
     before = {k: v.clone() for k, v in method.state_dict().items() if not k.startswith("queue.")}
-    step = tr.make_step(method, optimizer, data["train"], torch.device("cpu"), None, check_loss=lambda loss, logs: False)
+    step = tr.make_step(method, optimizer, data["train"], torch.device("cpu"), None,
+                        check_loss=lambda loss, logs: False)
     assert step(torch.arange(32)) == {}
     assert all(torch.equal(v, method.state_dict()[k]) for k, v in before.items()) and not optimizer.state
 
