@@ -67,6 +67,9 @@ class MetricSpec:
     ks: tuple[int, ...] = (1, 5, 10)
     rsum: bool = False
     folds: tuple[int, ...] = (1,)
+    map: bool = False  # mean average precision over the whole gallery ('mAP')
+    map_at: tuple[int, ...] = ()  # mAP of the top k ('mAP@k'), e.g. (200,)
+    precision_at: tuple[int, ...] = ()  # share of the top k that is relevant ('P@k')
 
     def check(self, where: str) -> None:
         for d in self.directions:
@@ -78,14 +81,21 @@ class MetricSpec:
         P.require(len(self.ks) > 0 and min(self.ks) >= 1, where, f"ks must be positive integers, got {list(self.ks)}")
         P.require(len(self.folds) > 0 and min(self.folds) >= 1 and len(set(self.folds)) == len(self.folds),
                   where, f"folds {list(self.folds)} must be distinct positive fold counts (1 = the whole split)")
+        P.require(all(k >= 1 for k in (*self.map_at, *self.precision_at)), where,
+                  "map_at and precision_at must be positive integers")
 
     def names(self) -> list[str]:
         """Every metric name this spec produces, e.g. 'a2b/R@1', 'b2a/class_MedR', '5folds/rsum'."""
-        stats = [f"R@{k}" for k in self.ks] + ["MedR", "MeanR"]
+        stats = [f"R@{k}" for k in self.ks] + ["MedR", "MeanR"] + self.precision_stats()
         prefix = {"pair": "", "class": "class_"}
         names = [f"{d}/{prefix[r]}{s}" for d in self.directions for r in self.relevance for s in stats]
         names += ["rsum"] if self.rsum else []
         return [f"{fold_prefix(n)}{name}" for n in self.folds for name in names]
+
+
+    def precision_stats(self) -> list[str]:
+        """Names of the requested precision statistics: 'mAP', 'mAP@k', 'P@k'."""
+        return (["mAP"] if self.map else []) + [f"mAP@{k}" for k in self.map_at] + [f"P@{k}" for k in self.precision_at]
 
 
 def fold_prefix(n_folds: int) -> str:

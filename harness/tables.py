@@ -17,6 +17,7 @@ from tabulate import tabulate
 from harness import stats
 from harness.errors import unknown
 from harness.results import write_text_atomic
+from harness.spec import MetricSpec
 
 FORMATS = {"md": "github", "tex": "latex_booktabs"}
 ALPHA = 0.05  # significance level of the markers and of the bootstrap seed count
@@ -55,7 +56,7 @@ def accuracy_rows(results: list[dict[str, Any]],
     _check_reference(groups, reference)
     first = results[0]
     metrics = first["config"]["metrics"]
-    stat_names = [f"R@{k}" for k in metrics["ks"]] + ["MedR"]
+    stat_names = [f"R@{k}" for k in metrics["ks"]] + ["MedR"] + _precision_stats(metrics)
     columns = [(f"{d} {s}", d, s) for d in metrics["directions"] for s in stat_names]
     header = ["error type", "method", "seeds"] + [c[0] for c in columns] + (["rsum"] if metrics.get("rsum") else [])
     header += [f"Δ vs {reference}", "95% CI", "p (seeds, paired t)", "p (queries, bootstrap)"] if reference else []
@@ -77,6 +78,12 @@ def accuracy_rows(results: list[dict[str, Any]],
                     rows.append([label, f"{name} ({published_runs.get('label', 'published')})", "–", *cells,
                                  *(["–"] * 4 if reference else [])])
     return header, rows
+
+
+def _precision_stats(metrics: dict[str, Any]) -> list[str]:
+    """The mAP / mAP@k / P@k columns a result's metric settings asked for (none in older result files)."""
+    return MetricSpec(map=bool(metrics.get("map")), map_at=tuple(metrics.get("map_at", ())),
+                      precision_at=tuple(metrics.get("precision_at", ()))).precision_stats()
 
 
 def _check_reference(groups: dict[str, list[dict[str, Any]]], reference: str | None) -> None:
