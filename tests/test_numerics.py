@@ -126,7 +126,8 @@ def test_swamp_targets_and_loss_are_finite_over_the_grid(dtype, device):
 def _evaluate(emb_a: torch.Tensor, emb_b: torch.Tensor, labels: torch.Tensor, folds: tuple[int, ...] = (1,)):
     method = Method({"a": Fixed(emb_a.shape[1]), "b": Fixed(emb_b.shape[1])}, None)
     split = Split(emb_a, emb_b, labels_a=labels, labels_b=labels)
-    spec = MetricSpec(directions=("a2b", "b2a"), relevance=("pair", "class"), ks=(1, 5), folds=folds)
+    spec = MetricSpec(directions=("a2b", "b2a"), relevance=("pair", "class"), ks=(1, 5), folds=folds, map=True,
+                      map_at=(5,), precision_at=(1, 5))
     return ev.evaluate(method, split, spec, torch.device("cpu"), 7)
 
 
@@ -142,6 +143,10 @@ def test_a_degenerate_embedding_ranks_every_query_last(kind):
         assert metrics[f"{direction}/MedR"] == n  # every one of the n - 1 ties counts against it
         assert metrics[f"{direction}/class_R@1"] == 0 and metrics[f"{direction}/class_MedR"] == n - 5 + 1
         assert metrics[f"2folds/{direction}/MedR"] == n // 2
+        for stat in ("mAP@5", "P@1", "P@5", "class_mAP@5", "class_P@1", "class_P@5"):  # ties broken against it
+            assert metrics[f"{direction}/{stat}"] == 0
+        # whole-gallery AP pools tied scores (as scikit-learn): the share of relevant items, never more
+        assert metrics[f"{direction}/mAP"] == pytest.approx(100 / n) and metrics[f"{direction}/class_mAP"] == 25
 
 
 def test_nan_rows_never_hit_and_leave_the_other_queries_alone():
