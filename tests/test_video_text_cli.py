@@ -53,13 +53,18 @@ def test_pt_starts_from_a_howto100m_state_dict(tmp_path):
     assert result["init"].endswith("howto100m_pt_model.pth") and result["varied"]["init"] == "howto100m_pt_model"
 
 
-def test_msrvtt_vgg128_task_on_the_per_video_layout(tmp_path):
+def test_msrvtt_vgg128_task_on_the_per_video_layout(tmp_path, capsys):
     fx.video_npy(tmp_path / "data", n_videos=20, frames=50, dim=128)
     assert run("msrvtt_vgg128", tmp_path / "data", tmp_path / "out", "--set", "dataset.split_sizes=[12,4,4]",
                "--set", f"dataset.vocab_cache={tmp_path / 'cache'}", "--methods", "contrastive,swamp") == 0
     result = json.loads(next((tmp_path / "out" / "msrvtt_vgg128").glob("contrastive@*/seed0.json")).read_text())
     assert result["dataset"]["text"] == "learned embeddings over the training vocabulary"
     assert result["dataset"]["videos"] == [12, 4, 4] and "rsum" in result["metrics"]
+    written = sorted((tmp_path / "out" / "msrvtt_vgg128").glob("*.md"))
+    assert main(["table", str(tmp_path / "out" / "msrvtt_vgg128"), "--split", "val"]) == 0
+    printed = capsys.readouterr().out.split("Validation split, selected epoch of each run")[1]
+    assert f"{result['val_at_best']['rsum']:.2f}" in printed and "SwAMP paper" not in printed
+    assert sorted((tmp_path / "out" / "msrvtt_vgg128").glob("*.md")) == written
 
 
 @pytest.mark.parametrize("task", ["msrvtt_shapes", "youcook2_shapes", "lsmdc_shapes"])
