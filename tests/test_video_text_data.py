@@ -2,6 +2,7 @@
 layout on generated files, including malformed ones."""
 from __future__ import annotations
 
+import json
 import os
 import pickle
 from pathlib import Path
@@ -248,3 +249,19 @@ def test_video_npy_malformed(tmp_path, kind, message):
         sizes = [20, 4, 1]
     with pytest.raises(DataError, match=message):
         load("video_npy", tmp_path, root=str(root), split_sizes=sizes)
+
+
+def test_learned_vocabulary_comes_from_the_training_captions_only(tmp_path):
+    root = tmp_path / "v"
+    fx.video_npy(root, n_videos=6, per_video=1)
+    order = np.random.default_rng(0).permutation(6)  # the source's split: 4 train, 1 val, 1 test videos
+    captions = {f"video{order[i]}": "a man cooks" for i in range(4)}
+    captions.update({f"video{order[4]}": "a man sings", f"video{order[5]}": "a zebra cooks loudly"})
+    (root / "caption.txt").write_text("".join(f"video{i}|{captions[f'video{i}']}\n" for i in range(6)))
+    data = load("video_npy", tmp_path, root=str(root), split_sizes=[4, 1, 1])
+    words = json.loads(Path(data.info["vocab_file"]).read_text())["words"]
+    assert words == ["<pad>", "a", "man", "cooks"] and data.fixed_weights == {}
+    ids, lengths = data["test"].b.take(torch.tensor([0]))
+    assert ids[0, :2].tolist() == [1, 3] and int(lengths) == 2  # 'zebra' and 'loudly' dropped
+    assert data.info["dropped_words"] == {"train": 0.0, "val": pytest.approx(1 / 3, abs=1e-4),
+                                          "test": pytest.approx(0.5, abs=1e-4)}
