@@ -75,6 +75,8 @@ def build_parser() -> argparse.ArgumentParser:
     table.add_argument("--format", default="simple", help="console format (tabulate name; md and tex also accepted)")
     table.add_argument("--reference", default=None, metavar="RUN",
                        help="mark significant differences from this run, e.g. contrastive")
+    table.add_argument("--split", choices=("test", "val"), default="test",
+                       help="val: print the validation metrics of each run's selected epoch (writes no file)")
     plot = sub.add_parser("plot", help="metric against a swept setting, one line per method (PNG and PDF)")
     plot.add_argument("folder", help="results folder of one task, e.g. results/ablations/synthetic")
     plot.add_argument("--x", required=True, metavar="NAME.KEY", help="swept setting, e.g. swamp.K or train.lr")
@@ -216,6 +218,10 @@ def cmd_table(args: argparse.Namespace) -> int:
         raise ConfigError(f"no result files (<method>/seed<k>.json) under {folder}")
     for task in sorted({r["task"] for r in results}):
         subset = [r for r in results if r["task"] == task]
+        if args.split == "val":
+            rendered = tables.render([tables.validation_view(r) for r in subset], args.format, reference=args.reference)
+            print(f"Task {task}\n\nValidation split, selected epoch of each run\n{rendered['accuracy']}\n")
+            continue
         rendered = tables.render(subset, args.format, reference=args.reference)
         print(f"Task {task}\n\nAccuracy\n{rendered['accuracy']}\n\nTiming ({tables.hardware_line(subset)})\n{rendered['timing']}\n")
         tables.write_tables(subset, folder if len({r['task'] for r in results}) == 1 else folder / task,

@@ -57,11 +57,27 @@ def load_data(spec: TaskSpec) -> PairedData:
 
 
 def build_method(spec: TaskSpec, name: str, data: PairedData, device: torch.device) -> Method:
-    """Encoders sized from the data, wrapped by the method class, on ``device``."""
+    """Encoders sized from the data (with the data's fixed weights frozen in), wrapped by the method
+    class, on ``device``."""
     shapes = data.input_shapes()
     encoders = {m: ENCODERS.get(c.kind).build(shapes[m], c.params) for m, c in spec.encoders.items()}
+    for modality, weights in data.fixed_weights.items():
+        fix_weights(encoders[modality], weights, f"{spec.path}: encoders.{modality} ({spec.encoders[modality].kind})")
     m = spec.methods[name]
     return METHODS.get(m.method)(encoders, m.params).to(device)
+
+
+def fix_weights(encoder: torch.nn.Module, weights: dict[str, torch.Tensor], where: str) -> None:
+    """Copy ``weights`` (parameter name -> tensor) into ``encoder`` and freeze those parameters."""
+    own = dict(encoder.named_parameters())
+    for key, value in weights.items():
+        if key not in own or own[key].shape != value.shape:
+            found = tuple(own[key].shape) if key in own else "no such parameter"
+            raise ConfigError(f"{where} cannot take the data's fixed {key} {tuple(value.shape)} ({found}); "
+                              "use an encoder with that table, e.g. word_dim equal to the word vectors' dimension")
+        with torch.no_grad():
+            own[key].copy_(value)
+        own[key].requires_grad_(False)
 
 
 @dataclass

@@ -55,9 +55,9 @@ OPTIMIZERS = ("adam", "adamw", "sgd")
 
 
 # Retrieval directions: a2b ranks b items for each a item; i2t/t2i are the image–text names
-# of a2b/b2a (modality a holds images, b captions). The value says whether the query axis
-# is the score matrix's second one.
-DIRECTIONS = {"a2b": False, "b2a": True, "i2t": False, "t2i": True}
+# of a2b/b2a (modality a holds images, b captions), v2t/t2v the text–video names (a holds
+# videos, b captions). The value says whether the query axis is the score matrix's second one.
+DIRECTIONS = {"a2b": False, "b2a": True, "i2t": False, "t2i": True, "v2t": False, "t2v": True}
 
 
 @dataclass(frozen=True)

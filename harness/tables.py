@@ -282,6 +282,12 @@ def render(results: list[dict[str, Any]], fmt: str, reference: str | None = None
     return {name: _format(*data, fmt) for name, data in _table_data(results, reference).items()}
 
 
+def validation_view(result: dict[str, Any]) -> dict[str, Any]:
+    """A result seen through the validation metrics of its selected epoch, for tables that document model
+    selection: no per-query ranks (they are the test's) and no published rows."""
+    return {**result, "metrics": result["val_at_best"], "ranks": None, "reference": None}
+
+
 def write_tables(results: list[dict[str, Any]], folder: Path, reference: str | None = None) -> list[Path]:
     """Write accuracy/timing tables as Markdown and LaTeX into ``folder``; return the paths."""
     task = results[0]

@@ -50,29 +50,35 @@ def read_lines(path: Path) -> list[str]:
     return [line.strip() for line in lines]
 
 
-def build_vocab(captions: Iterable[list[str]], min_count: int) -> list[str]:
+def build_vocab(captions: Iterable[list[str]], min_count: int, specials: tuple[str, ...] = SPECIALS) -> list[str]:
     """Index → word: the specials, then words with at least ``min_count`` occurrences, first seen first."""
     counts = Counter(token for tokens in captions for token in tokens)
-    return list(SPECIALS) + [w for w, n in counts.items() if n >= min_count and w not in SPECIALS]
+    return list(specials) + [w for w, n in counts.items() if n >= min_count and w not in specials]
 
 
-def vocab_key(caption_bytes: bytes, min_count: int) -> str:
+def vocab_key(caption_bytes: bytes, min_count: int, tokenizer: str = TOKENIZER_VERSION,
+              specials: tuple[str, ...] = SPECIALS) -> str:
     """Hash of everything the vocabulary depends on: the training captions, the threshold, the tokenizer."""
     h = hashlib.sha256(caption_bytes)
-    h.update(f"|min_count={min_count}|tokenizer={TOKENIZER_VERSION}|specials={','.join(SPECIALS)}".encode())
+    h.update(f"|min_count={min_count}|tokenizer={tokenizer}|specials={','.join(specials)}".encode())
     return h.hexdigest()[:16]
 
 
-def cached_vocab(caption_file: Path, tokens: list[list[str]], min_count: int, cache_dir: Path) -> tuple[list[str], Path]:
+def cached_vocab(caption_file: Path, tokens: list[list[str]], min_count: int, cache_dir: Path, *,
+                 key_bytes: bytes | None = None, tokenizer: str = TOKENIZER_VERSION,
+                 specials: tuple[str, ...] = SPECIALS) -> tuple[list[str], Path]:
     """The vocabulary of ``tokens`` (the tokenized ``caption_file``), read from ``cache_dir`` when a file
-    with the same input hash exists, else built and written there atomically."""
-    key = vocab_key(caption_file.read_bytes(), min_count)
+    with the same input hash exists, else built and written there atomically.
+
+    The hash covers ``key_bytes`` (default: the bytes of ``caption_file``; a source whose captions
+    sit in a larger file passes the training captions themselves), ``tokenizer`` and ``specials``."""
+    key = vocab_key(caption_file.read_bytes() if key_bytes is None else key_bytes, min_count, tokenizer, specials)
     path = cache_dir / f"vocab-{key}.json"
     if path.exists():
         return json.loads(path.read_text())["words"], path
-    words = build_vocab(tokens, min_count)
+    words = build_vocab(tokens, min_count, specials)
     write_text_atomic(path, json.dumps({"source": str(caption_file), "min_count": min_count,
-                                        "tokenizer": TOKENIZER_VERSION, "words": words}))
+                                        "tokenizer": tokenizer, "words": words}))
     return words, path
 
 
