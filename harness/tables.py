@@ -70,7 +70,7 @@ def accuracy_rows(results: list[dict[str, Any]],
                 ref_runs = groups[reference] if reference and name != reference else None
                 cells = [_accuracy_cell(runs, m, ref_runs) for m in names]
                 extra = _significance_cells(runs, ref_runs, names[0]) if reference else []
-                rows.append([label, name, str(len(runs)), *cells, *extra])
+                rows.append([label, name + collapse_flag(runs), str(len(runs)), *cells, *extra])
             for name, published in (published_runs.get("methods") or {}).items():
                 cells = [_published(published.get(m, _published_rsum(published, names, m))) for m in names]
                 if any(c != "–" for c in cells):
@@ -116,13 +116,25 @@ def _p(p: float | None) -> str:
     return "–" if p is None else "<0.001" if p < 0.001 else f"{p:.3f}"
 
 
+def collapse_flag(runs: list[dict[str, Any]]) -> str:
+    """' [collapse k/n]' when k of the run's n seeds recorded a collapse (:mod:`harness.collapse`), else ''."""
+    flagged = sum(1 for r in runs if r.get("collapse"))
+    return f" [collapse {flagged}/{len(runs)}]" if flagged else ""
+
+
 def accuracy_footnote(results: list[dict[str, Any]], reference: str | None) -> list[str]:
-    """Lines explaining the markers and test columns under the accuracy table (none without a reference)."""
+    """Lines explaining the collapse flag, the markers and the test columns under the accuracy table."""
+    lines = []
+    if any(r.get("collapse") for r in results):
+        lines.append("[collapse k/n]: in k of the n seeds a collapse signal held for `collapse_patience` epochs in a "
+                     "row (a loss term at its collapsed value, or the validation selection metric at chance); the "
+                     "result files' `collapse` entry says which signal, when, and whether it held at the selected "
+                     "epoch.")
     if reference is None:
-        return []
+        return lines
     metrics = results[0]["config"]["metrics"]
     main = f"{metrics['directions'][0]} R@{metrics['ks'][0]}"
-    return [f"Cells marked * differ from {reference} at p < {ALPHA} (paired t-test over the seeds both runs "
+    return lines + [f"Cells marked * differ from {reference} at p < {ALPHA} (paired t-test over the seeds both runs "
             f"have; recall and rsum cells).",
             f"Last four columns, for each row group's first column ({main}): Δ = mean over common seeds of run − "
             f"{reference}; 95% CI = Student-t interval of the run's mean; p (seeds, paired t) = that test over "
