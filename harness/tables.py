@@ -41,21 +41,22 @@ def group_runs(results: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]
     return dict(groups)
 
 
-def accuracy_rows(results: list[dict[str, Any]],
-                  reference: str | None = None) -> tuple[list[str], list[list[str]]]:
+def accuracy_rows(results: list[dict[str, Any]], reference: str | None = None,
+                  test_stat: str | None = None) -> tuple[list[str], list[list[str]]]:
     """Header and rows of the accuracy table (plus published reference rows when the task has them).
 
     One row group per (fold protocol, relevance); results on a source marked ``timing_only``
     (random data in a real dataset's shapes) say so in every row. With a ``reference`` run,
-    recall cells of other runs that differ from it (paired t-test over seeds, p < ``ALPHA``)
-    get a ``*``, and four columns test the row group's first recall column (see
-    :func:`accuracy_footnote`).
+    recall and mAP cells of other runs that differ from it (paired t-test over seeds, p < ``ALPHA``)
+    get a ``*``, and four columns test one column of each row group: the statistic ``test_stat``
+    (e.g. 'mAP'; default: the first, R@k) (see :func:`accuracy_footnote`).
     """
     groups = group_runs(results)
     _check_reference(groups, reference)
     first = results[0]
     metrics = first["config"]["metrics"]
-    stat_names = [f"R@{k}" for k in metrics["ks"]] + ["MedR"] + _precision_stats(metrics)
+    stat_names = column_stats(metrics)
+    tested = tested_column(stat_names, test_stat)
     columns = [(f"{d} {s}", d, s) for d in metrics["directions"] for s in stat_names]
     header = ["error type", "method", "seeds"] + [c[0] for c in columns] + (["rsum"] if metrics.get("rsum") else [])
     header += [f"Δ vs {reference}", "95% CI", "p (seeds, paired t)", "p (queries, bootstrap)"] if reference else []
@@ -69,7 +70,7 @@ def accuracy_rows(results: list[dict[str, Any]],
             for name, runs in groups.items():
                 ref_runs = groups[reference] if reference and name != reference else None
                 cells = [_accuracy_cell(runs, m, ref_runs) for m in names]
-                extra = _significance_cells(runs, ref_runs, names[0]) if reference else []
+                extra = _significance_cells(runs, ref_runs, names[tested]) if reference else []
                 rows.append([label, name + collapse_flag(runs), str(len(runs)), *cells, *extra])
             for name, published in (published_runs.get("methods") or {}).items():
                 cells = [_published(published.get(m, _published_rsum(published, names, m))) for m in names]
@@ -77,6 +78,27 @@ def accuracy_rows(results: list[dict[str, Any]],
                     rows.append([label, f"{name} ({published_runs.get('label', 'published')})", "–", *cells,
                                  *(["–"] * 4 if reference else [])])
     return header, rows
+
+
+def column_stats(metrics: dict[str, Any]) -> list[str]:
+    """The statistics shown per direction for a result's (or task's resolved) metric settings."""
+    return [f"R@{k}" for k in metrics["ks"]] + ["MedR"] + _precision_stats(metrics)
+
+
+def tested_column(stat_names: list[str], test_stat: str | None) -> int:
+    """Index of the statistic the significance columns test (the first one unless ``test_stat``); a
+    statistic that is not shown or has no test over queries raises ConfigError."""
+    if test_stat is None:
+        return 0
+    if test_stat not in stat_names or not stats.query_testable(f"x/{test_stat}"):
+        raise unknown("statistic to test", test_stat, [s for s in stat_names if stats.query_testable(f"x/{s}")])
+    return stat_names.index(test_stat)
+
+
+def validation_view(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The result dicts with the validation metrics of their selected epoch as ``metrics`` (for choosing
+    settings without the test split); no published rows, no per-query ranks."""
+    return [{**r, "metrics": r["val_at_best"], "reference": None, "ranks": None} for r in results]
 
 
 def _precision_stats(metrics: dict[str, Any]) -> list[str]:
@@ -122,7 +144,7 @@ def collapse_flag(runs: list[dict[str, Any]]) -> str:
     return f" [collapse {flagged}/{len(runs)}]" if flagged else ""
 
 
-def accuracy_footnote(results: list[dict[str, Any]], reference: str | None) -> list[str]:
+def accuracy_footnote(results: list[dict[str, Any]], reference: str | None, test_stat: str | None = None) -> list[str]:
     """Lines explaining the collapse flag, the markers and the test columns under the accuracy table."""
     lines = []
     if any(r.get("collapse") for r in results):
@@ -133,14 +155,17 @@ def accuracy_footnote(results: list[dict[str, Any]], reference: str | None) -> l
     if reference is None:
         return lines
     metrics = results[0]["config"]["metrics"]
-    main = f"{metrics['directions'][0]} R@{metrics['ks'][0]}"
-    return lines + [f"Cells marked * differ from {reference} at p < {ALPHA} (paired t-test over the seeds both runs "
-            f"have; recall and rsum cells).",
-            f"Last four columns, for each row group's first column ({main}): Δ = mean over common seeds of run − "
-            f"{reference}; 95% CI = Student-t interval of the run's mean; p (seeds, paired t) = that test over "
-            f"common seeds (– below 2); p (queries, bootstrap) = paired bootstrap over test queries, "
-            f"{N_RESAMPLES:,} resamples per seed: largest p over seeds (seeds with p < {ALPHA} / seeds with saved "
-            f"per-query ranks; – without ranks)."]
+    stat = test_stat or f"R@{metrics['ks'][0]}"
+    column = f"{metrics['directions'][0]} {stat}"
+    column = f"first column ({column})" if test_stat is None else f"{column} column"
+    cells = "recall, rsum and mAP cells" if metrics.get("map") else "recall and rsum cells"
+    return lines + [
+        f"Cells marked * differ from {reference} at p < {ALPHA} (paired t-test over the seeds both runs have; {cells}).",
+        f"Last four columns, for each row group's {column}: Δ = mean over common seeds of run − "
+        f"{reference}; 95% CI = Student-t interval of the run's mean; p (seeds, paired t) = that test over "
+        f"common seeds (– below 2); p (queries, bootstrap) = paired bootstrap over test queries, "
+        f"{N_RESAMPLES:,} resamples per seed: largest p over seeds (seeds with p < {ALPHA} / seeds with saved "
+        f"per-query ranks; – without ranks)."]
 
 
 def _metric_names(columns: list[tuple[str, str, str]], metrics: dict[str, Any], n_folds: int,
@@ -264,11 +289,12 @@ def hardware_line(results: list[dict[str, Any]]) -> str:
     return " | ".join(seen)
 
 
-def _table_data(results: list[dict[str, Any]], reference: str | None
+def _table_data(results: list[dict[str, Any]], reference: str | None, test_stat: str | None = None
                 ) -> dict[str, tuple[list[str], list[list[str]], list[str]]]:
     """Header, rows and footnote lines of both tables, computed once for every format."""
-    header, rows = accuracy_rows(results, reference)
-    return {"accuracy": (header, rows, accuracy_footnote(results, reference)), "timing": (*timing_rows(results), [])}
+    header, rows = accuracy_rows(results, reference, test_stat)
+    return {"accuracy": (header, rows, accuracy_footnote(results, reference, test_stat)),
+            "timing": (*timing_rows(results), [])}
 
 
 def _format(header: list[str], rows: list[list[str]], footnote: list[str], fmt: str) -> str:
@@ -284,22 +310,30 @@ def _format(header: list[str], rows: list[list[str]], footnote: list[str], fmt: 
     return text + "\n" + "\n".join(footnote)
 
 
-def render(results: list[dict[str, Any]], fmt: str, reference: str | None = None) -> dict[str, str]:
+def render(results: list[dict[str, Any]], fmt: str, reference: str | None = None,
+           test_stat: str | None = None) -> dict[str, str]:
     """Both tables as text in ``fmt`` ('md', 'tex' or a tabulate format such as 'simple').
 
-    ``reference`` names a run to test the others against (markers, four test columns and a
-    footnote in the accuracy table); an unknown name raises ConfigError.
+    ``reference`` names a run to test the others against (markers, four test columns of the
+    statistic ``test_stat`` and a footnote in the accuracy table); an unknown name raises ConfigError.
     """
-    return {name: _format(*data, fmt) for name, data in _table_data(results, reference).items()}
+    return {name: _format(*data, fmt) for name, data in _table_data(results, reference, test_stat).items()}
 
 
-def write_tables(results: list[dict[str, Any]], folder: Path, reference: str | None = None) -> list[Path]:
-    """Write accuracy/timing tables as Markdown and LaTeX into ``folder``; return the paths."""
+def write_tables(results: list[dict[str, Any]], folder: Path, reference: str | None = None,
+                 test_stat: str | None = None, split: str = "test") -> list[Path]:
+    """Write accuracy/timing tables as Markdown and LaTeX into ``folder``; return the paths. ``split='val'``
+    writes only ``validation.md``/``.tex``: the accuracy table of :func:`validation_view`."""
     task = results[0]
     caption = (f"Task {task['task']} v{task['task_version']}; {len(results)} result files; "
                f"{hardware_line(results)}.")
-    data = _table_data(results, reference)
-    command = f"python -m harness table {folder}" + (f" --reference {reference}" if reference else "")
+    if split == "val":
+        caption += " Validation split, at each run's selected epoch."
+        data = {"validation": _table_data(validation_view(results), None)["accuracy"]}
+    else:
+        data = _table_data(results, reference, test_stat)
+    command = f"python -m harness table {folder}" + (f" --reference {reference}" if reference else "") + \
+        (f" --test-stat {test_stat}" if test_stat else "") + (" --split val" if split == "val" else "")
     written = []
     for ext in ("md", "tex"):
         for name, table in data.items():
