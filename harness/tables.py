@@ -139,19 +139,23 @@ def _p(p: float | None) -> str:
 
 
 def collapse_flag(runs: list[dict[str, Any]]) -> str:
-    """' [collapse k/n]' when k of the run's n seeds recorded a collapse (:mod:`harness.collapse`), else ''."""
-    flagged = sum(1 for r in runs if r.get("collapse"))
-    return f" [collapse {flagged}/{len(runs)}]" if flagged else ""
+    """' [collapsed k/n]' when the selected epoch of k of the run's n seeds lies in a collapse
+    (:mod:`harness.collapse`), ' [recovered j/n]' for seeds that collapsed earlier; else ''."""
+    records = [r["collapse"] for r in runs if r.get("collapse")]
+    at_best = sum(1 for c in records if c.get("at_best_epoch", True))
+    parts = [f"collapsed {at_best}/{len(runs)}"] * bool(at_best)
+    parts += [f"recovered {len(records) - at_best}/{len(runs)}"] * bool(len(records) - at_best)
+    return f" [{'; '.join(parts)}]" if parts else ""
 
 
 def accuracy_footnote(results: list[dict[str, Any]], reference: str | None, test_stat: str | None = None) -> list[str]:
     """Lines explaining the collapse flag, the markers and the test columns under the accuracy table."""
     lines = []
     if any(r.get("collapse") for r in results):
-        lines.append("[collapse k/n]: in k of the n seeds a collapse signal held for `collapse_patience` epochs in a "
-                     "row (a loss term at its collapsed value, or the validation selection metric at chance); the "
-                     "result files' `collapse` entry says which signal, when, and whether it held at the selected "
-                     "epoch.")
+        lines.append("[collapsed k/n]: in k of the n seeds a collapse signal (a loss term at its collapsed value, or "
+                     "the validation selection metric at chance) held for `collapse_patience` epochs in a row and "
+                     "still held at the selected epoch, whose model the row reports; [recovered k/n]: it held earlier "
+                     "only. The result files' `collapse` entry says which signal and when.")
     if reference is None:
         return lines
     metrics = results[0]["config"]["metrics"]
