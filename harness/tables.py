@@ -139,23 +139,22 @@ def _p(p: float | None) -> str:
 
 
 def collapse_flag(runs: list[dict[str, Any]]) -> str:
-    """' [collapsed k/n]' when the selected epoch of k of the run's n seeds lies in a collapse
-    (:mod:`harness.collapse`), ' [recovered j/n]' for seeds that collapsed earlier; else ''."""
+    """' [warned j/n]' when j of the run's n seeds recorded a collapse (:mod:`harness.collapse`), with
+    ' [collapsed k/n; warned j/n]' when in k of them it held at the selected epoch; else ''."""
     records = [r["collapse"] for r in runs if r.get("collapse")]
     at_best = sum(1 for c in records if c.get("at_best_epoch", True))
-    parts = [f"collapsed {at_best}/{len(runs)}"] * bool(at_best)
-    parts += [f"recovered {len(records) - at_best}/{len(runs)}"] * bool(len(records) - at_best)
-    return f" [{'; '.join(parts)}]" if parts else ""
+    parts = [f"collapsed {at_best}/{len(runs)}"] * bool(at_best) + [f"warned {len(records)}/{len(runs)}"]
+    return f" [{'; '.join(parts)}]" if records else ""
 
 
 def accuracy_footnote(results: list[dict[str, Any]], reference: str | None, test_stat: str | None = None) -> list[str]:
     """Lines explaining the collapse flag, the markers and the test columns under the accuracy table."""
     lines = []
     if any(r.get("collapse") for r in results):
-        lines.append("[collapsed k/n]: in k of the n seeds a collapse signal (a loss term at its collapsed value, or "
-                     "the validation selection metric at chance) held for `collapse_patience` epochs in a row and "
-                     "still held at the selected epoch, whose model the row reports; [recovered k/n]: it held earlier "
-                     "only. The result files' `collapse` entry says which signal and when.")
+        lines.append("[warned j/n]: in j of the n seeds a collapse signal (a loss term at its collapsed value, or the "
+                     "validation selection metric at chance) held for `collapse_patience` epochs in a row and the run "
+                     "warned; [collapsed k/n]: in k of them it held at the selected epoch, whose model the row reports. "
+                     "The result files' `collapse` entry says which signal and when.")
     if reference is None:
         return lines
     metrics = results[0]["config"]["metrics"]
@@ -201,17 +200,17 @@ def _memory(runs: list[dict[str, Any]], phase: str, field: str) -> list[float]:
     return [r["profile"]["memory"][phase][field] for r in runs if field in r["profile"]["memory"].get(phase, {})]
 
 
-def timing_rows(results: list[dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
+def timing_rows(results: list[dict[str, Any]], reference: str | None = None) -> tuple[list[str], list[list[str]]]:
     """Header and rows of the timing/memory table: one row per (method, test protocol).
 
-    Ratios are against ``reference.timing.relative_to`` when that method ran, else the first
-    method listed. A protocol of n folds reports its times per fold (total / n), as the
+    Ratios are against ``reference.timing.relative_to`` when that method ran, else the run
+    ``reference`` (the accuracy table's), else the first method listed. A protocol of n folds reports its times per fold (total / n), as the
     SwAMP paper does for MS-COCO 1K. Published timings (``reference.timing``) fill labelled
     columns of their own, with the same ratios.
     """
     groups = group_runs(results)
     published = (results[0].get("reference") or {}).get("timing") or {}
-    base = _baseline(groups, published.get("relative_to"))
+    base = _baseline(groups, published.get("relative_to"), reference)
     cuda = any("cuda_max_allocated_mib" in r["profile"]["memory"].get("train", {}) for r in results)
     mem_field, mem_label = ("cuda_max_allocated_mib", "CUDA alloc") if cuda else ("cpu_peak_rss_mib", "RSS")
     header = ["method", "test protocol", "train step ms (median)", "p90 ms", "epoch s", f"step / {base}",
@@ -243,9 +242,10 @@ def _folds(tag: str) -> int:
     return int(tag[1:-len("folds")]) if tag else 1
 
 
-def _baseline(groups: dict[str, list[dict[str, Any]]], method: str | None) -> str:
-    """Run name of the method ratios refer to: ``method`` when it ran, else the first run."""
-    return next((name for name, runs in groups.items() if runs[0]["method"] == method), next(iter(groups)))
+def _baseline(groups: dict[str, list[dict[str, Any]]], method: str | None, run: str | None = None) -> str:
+    """Run name of the method ratios refer to: ``method`` when it ran, else the run ``run``, else the first."""
+    fallback = run if run in groups else next(iter(groups))
+    return next((name for name, runs in groups.items() if runs[0]["method"] == method), fallback)
 
 
 def _timing_row(name: str, runs: list[dict[str, Any]], base: list[dict[str, Any]], tag: str,
@@ -298,7 +298,7 @@ def _table_data(results: list[dict[str, Any]], reference: str | None, test_stat:
     """Header, rows and footnote lines of both tables, computed once for every format."""
     header, rows = accuracy_rows(results, reference, test_stat)
     return {"accuracy": (header, rows, accuracy_footnote(results, reference, test_stat)),
-            "timing": (*timing_rows(results), [])}
+            "timing": (*timing_rows(results, reference), [])}
 
 
 def _format(header: list[str], rows: list[list[str]], footnote: list[str], fmt: str) -> str:

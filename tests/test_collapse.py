@@ -100,15 +100,15 @@ def test_a_collapsed_run_warns_records_and_is_flagged(tmp_path, capsys):
     assert result["collapse"]["signal"] == "plateau:loss" and result["collapse"]["at_best_epoch"]
     assert result["history"][0][plateau_key("loss")] == pytest.approx(2 * 32 * 0.2)
     table = (out / "lowvar" / "accuracy.md").read_text()
-    assert "contrastive [collapsed 1/1]" in table and "collapse_patience" in table
+    assert "contrastive [collapsed 1/1; warned 1/1]" in table and "collapse_patience" in table
 
 
-def test_tables_tell_collapsed_from_recovered_seeds():
+def test_tables_tell_seeds_collapsed_at_the_selected_epoch_from_the_others():
     from harness.tables import collapse_flag
 
     runs = [{"collapse": {"at_best_epoch": True}}, {"collapse": {"at_best_epoch": False}}, {"collapse": None}]
-    assert collapse_flag(runs) == " [collapsed 1/3; recovered 1/3]"
-    assert collapse_flag(runs[1:]) == " [recovered 1/2]" and collapse_flag(runs[2:]) == ""
+    assert collapse_flag(runs) == " [collapsed 1/3; warned 2/3]"
+    assert collapse_flag(runs[1:]) == " [warned 1/2]" and collapse_flag(runs[2:]) == ""
 
 
 def test_a_healthy_run_has_no_flag(tmp_path, capsys):

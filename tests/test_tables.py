@@ -147,3 +147,9 @@ def test_validation_view_shows_the_selected_epochs_validation_metrics(results, t
     (path_md, path_tex) = tables.write_tables(results, tmp_path, split="val")
     assert path_md.name == "validation.md" and "--split val" in path_md.read_text()
     assert "11.00 ± 1.00" in path_md.read_text() and path_tex.suffix == ".tex"
+
+
+def test_timing_ratios_follow_the_reference_run(results):
+    header, rows = tables.timing_rows(results, reference="swamp")
+    assert "step / swamp" in header
+    assert tables.timing_rows(results)[0][5] == "step / contrastive"  # the first run by default
