@@ -70,7 +70,7 @@ class SwAMPParams(PairLossFields):  # margin, loss, temperature, warmup_epochs: 
         require(not self.strict_queue or self.queue > self.K, where,
                 f"queue ({self.queue}) must exceed K ({self.K}) so the uniform class marginal is meaningful "
                 "(paper Sec. 3); raise queue, lower K, or set strict_queue: false for the queue ablation")
-        require(self.tau > 0 and self.eta > 0, where, "tau and eta must be > 0")
+        require(self.tau > 0 and self.eta > 0, where, f"tau and eta must be > 0, got tau={self.tau}, eta={self.eta}")
         require(self.lam >= 0 and self.contrastive_weight >= 0, where, "lambda and contrastive_weight must be >= 0")
         require(self.lam > 0 or self.contrastive_weight > 0, where, "lambda and contrastive_weight are both 0")
         require(self.sinkhorn_iters >= 1, where, "sinkhorn_iters must be >= 1")

@@ -16,6 +16,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from harness.data import Split
+from harness.errors import ConfigError
 
 
 class Method(nn.Module):
@@ -35,7 +36,8 @@ class Method(nn.Module):
         """Output width shared by both encoders (they must agree)."""
         dims = {m: enc.out_dim for m, enc in self.encoders.items()}
         if len(set(dims.values())) != 1:
-            raise ValueError(f"encoders disagree on the embedding size: {dims}")
+            raise ConfigError(f"encoders disagree on the embedding size: {dims}; give encoders.a and encoders.b "
+                              "the same output size (dim)")
         return next(iter(dims.values()))
 
     @property

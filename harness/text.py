@@ -15,13 +15,15 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
 
 import torch
+
+from harness.errors import DataError
+from harness.results import write_text_atomic
 
 SPECIALS = ("<pad>", "<start>", "<end>", "<unk>")
 PAD, START, END, UNK = range(4)
@@ -36,7 +38,13 @@ def tokenize(text: str) -> list[str]:
 
 def read_lines(path: Path) -> list[str]:
     """One caption per line, UTF-8, surrounding whitespace stripped; a final newline adds no caption."""
-    lines = path.read_bytes().decode("utf-8").split("\n")
+    raw = path.read_bytes()
+    try:
+        lines = raw.decode("utf-8").split("\n")
+    except UnicodeDecodeError as err:
+        line = raw[: err.start].count(b"\n") + 1
+        raise DataError(f"{path} is not UTF-8 text (line {line}, byte {err.start}: {raw[err.start:err.start + 1]!r}); "
+                        "re-save it as UTF-8, e.g. iconv -f latin1 -t utf-8") from None
     if lines and lines[-1].strip() == "":
         lines.pop()
     return [line.strip() for line in lines]
@@ -63,11 +71,8 @@ def cached_vocab(caption_file: Path, tokens: list[list[str]], min_count: int, ca
     if path.exists():
         return json.loads(path.read_text())["words"], path
     words = build_vocab(tokens, min_count)
-    cache_dir.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps({"source": str(caption_file), "min_count": min_count,
-                               "tokenizer": TOKENIZER_VERSION, "words": words}))
-    os.replace(tmp, path)
+    write_text_atomic(path, json.dumps({"source": str(caption_file), "min_count": min_count,
+                                        "tokenizer": TOKENIZER_VERSION, "words": words}))
     return words, path
 
 
