@@ -2,8 +2,8 @@
 semantic losses plus λ·L_s, SwAMP's swapped-assignment loss on the (sketch, positive photo) pairs,
 with the paper's settings λ = 0.1, K = 500, τ = 0.25, η = 5, queue 1000 (QuickDraw: 2000).
 
-SwAMP's prototypes, queue and Sinkhorn targets are :class:`baselines.swamp.SwAMP`'s; its loss sees
-the unit-normalised embeddings, while retrieval keeps Doodle2Search's Euclidean distance.
+SwAMP's prototypes, queue and Sinkhorn targets come from :class:`baselines.swamp.SwappedAssignments`; its
+loss sees the unit-normalised embeddings, while retrieval keeps Doodle2Search's Euclidean distance.
 """
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 
 from baselines.doodle2search import Doodle2Search, Doodle2SearchParams, Terms
-from baselines.swamp import SwAMP, SwAMPFields
+from baselines.swamp import SwAMPFields, SwappedAssignments
 from harness.distributed import is_distributed
 from harness.registry import METHODS
 
@@ -32,7 +32,7 @@ class Doodle2SearchSwAMPParams(Doodle2SearchParams, SwAMPFields):
 
 
 @METHODS.register("doodle2search_swamp")
-class Doodle2SearchSwAMP(Doodle2Search, SwAMP):
+class Doodle2SearchSwAMP(Doodle2Search, SwappedAssignments):
     """Doodle2Search with SwAMP's L_s added on (sketch, positive photo) pairs."""
 
     Params = Doodle2SearchSwAMPParams

@@ -5,7 +5,8 @@ modality M. The current batch is pushed into a FIFO queue of recent embedding pa
 Sinkhorn–Knopp on (batch + queue) turns modality B's log-probabilities into balanced
 targets q^A for modality A and vice versa (the swap, paper Eq. 4), and the batch rows
 of those targets supervise both classifiers (Eq. 5). Total loss (Eq. 6):
-contrastive_weight * L_c + lambda * L_s.
+contrastive_weight * L_c + lambda * L_s, with L_c any loss of the contrastive family
+(``loss``: the max-violation hinge by default; :class:`baselines.contrastive.PairLoss`).
 
 Under torchrun (:mod:`harness.distributed`) each process encodes its shard of the global
 batch; Sinkhorn runs over the global batch plus the queue, spread over the processes, and
@@ -22,7 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from baselines.contrastive import hinge_max_violation
+from baselines.contrastive import PairLoss, PairLossFields
 from harness.distributed import global_batch_sum, chunk_bounds, gather_rows, is_distributed, rank_and_world
 from harness.method import Method
 from harness.ot import log_softmax_nograd, sinkhorn
@@ -53,7 +54,7 @@ def swamp_loss(logp_a: torch.Tensor, logp_b: torch.Tensor, q_a: torch.Tensor, q_
 
 @dataclass(frozen=True)
 class SwAMPFields:
-    """The settings of SwAMP's swapped-assignment loss, shared by every method that adds it."""
+    """The settings of SwAMP's swapped-assignment loss L_s, shared by every method that adds it."""
 
     K: int = 1000
     queue: int = 1280
@@ -70,20 +71,20 @@ class SwAMPFields:
         require(not self.strict_queue or self.queue > self.K, where,
                 f"queue ({self.queue}) must exceed K ({self.K}) so the uniform class marginal is meaningful "
                 "(paper Sec. 3); raise queue, lower K, or set strict_queue: false for the queue ablation")
-        require(self.tau > 0 and self.eta > 0, where, "tau and eta must be > 0")
+        require(self.tau > 0 and self.eta > 0, where, f"tau and eta must be > 0, got tau={self.tau}, eta={self.eta}")
         require(self.lam >= 0, where, "lambda must be >= 0")
         require(self.sinkhorn_iters >= 1, where, "sinkhorn_iters must be >= 1")
 
 
 @dataclass(frozen=True)
-class SwAMPParams(SwAMPFields):
+class SwAMPParams(PairLossFields, SwAMPFields):  # margin, loss, temperature, warmup_epochs: L_c
     contrastive_weight: float = 1.0
-    margin: float = 0.2
 
     def check(self, where: str) -> None:
         self.check_swamp(where)
-        require(self.contrastive_weight >= 0, where, "contrastive_weight must be >= 0")
+        require(self.lam >= 0 and self.contrastive_weight >= 0, where, "lambda and contrastive_weight must be >= 0")
         require(self.lam > 0 or self.contrastive_weight > 0, where, "lambda and contrastive_weight are both 0")
+        self.check_pair_loss(where)
 
 
 class EmbeddingQueue(nn.Module):
@@ -116,21 +117,12 @@ class EmbeddingQueue(nn.Module):
         self.filled.fill_(min(self.size, int(self.filled) + len(emb_a)))
 
 
-@METHODS.register("swamp")
-class SwAMP(Method):
-    """SwAMP on modality-wise embeddings (optionally plus the contrastive hinge).
+class SwappedAssignments(Method):
+    """SwAMP's L_s machinery on a method's embeddings: prototypes, the queue, swapped Sinkhorn targets
+    (params: :class:`SwAMPFields`). :class:`SwAMP` adds its contrastive term; other methods add L_s to
+    their own losses (Doodle2Search + SwAMP)."""
 
-    With several processes (:func:`harness.distributed.is_distributed`) the Sinkhorn targets
-    and the queue follow the global batch (:meth:`targets`, :meth:`remember`), while the
-    hinge L_c takes its negatives from the process's own rows only. L_c is a sum over the
-    batch and DDP averages gradients, so each process multiplies its L_c by the world size:
-    the gradient is then that of the single-process sum over the global batch with each
-    row's negatives drawn from its own shard, weighted against L_s (a mean) as in one process.
-    """
-
-    Params = SwAMPParams
-
-    def __init__(self, encoders: dict[str, nn.Module], params: SwAMPParams):
+    def __init__(self, encoders: dict[str, nn.Module], params: SwAMPFields):
         super().__init__(encoders, params)
         self.prototypes = nn.Parameter(F.normalize(torch.randn(params.K, self.embed_dim), dim=1))
         self.queue = EmbeddingQueue(params.queue, self.embed_dim)
@@ -176,6 +168,37 @@ class SwAMP(Method):
         self.remember(emb_a, emb_b, distributed)
         return l_s
 
+
+@METHODS.register("swamp")
+class SwAMP(SwappedAssignments):
+    """SwAMP on modality-wise embeddings (optionally plus the contrastive hinge).
+
+    With several processes (:func:`harness.distributed.is_distributed`) the Sinkhorn targets
+    and the queue follow the global batch (:meth:`targets`, :meth:`remember`), while the
+    hinge L_c takes its negatives from the process's own rows only. L_c is a sum over the
+    batch and DDP averages gradients, so each process multiplies its L_c by the world size:
+    the gradient is then that of the single-process sum over the global batch with each
+    row's negatives drawn from its own shard, weighted against L_s (a mean) as in one process.
+    """
+
+    Params = SwAMPParams
+
+    def __init__(self, encoders: dict[str, nn.Module], params: SwAMPParams):
+        super().__init__(encoders, params)
+        self.pair_loss = PairLoss(params)
+
+    def start_epoch(self, epoch: int) -> None:
+        self.pair_loss.start_epoch(epoch)
+
+    def contrastive_term(self, emb_a: torch.Tensor, emb_b: torch.Tensor,
+                         distributed: bool) -> tuple[torch.Tensor, dict[str, Any]]:
+        """L_contrastive of Eq. 6 and its logs: the task's pair loss (:class:`PairLoss`) with negatives from
+        this process's rows (a subclass may pick another contrastive loss); a sum, so scaled for DDP's
+        gradient mean when ``distributed``."""
+        l_c, collapsed = self.pair_loss(emb_a @ emb_b.T)
+        logs = self.pair_loss.logs("contrastive", l_c, collapsed)
+        return (global_batch_sum(l_c) if distributed else l_c), logs
+
     def loss(self, x_a: Any, x_b: Any) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         p = self.params
         distributed = is_distributed()  # decided once per step; everything below follows it
@@ -184,10 +207,8 @@ class SwAMP(Method):
         logs = {"swamp": l_s.detach()}
         total = p.lam * l_s
         if p.contrastive_weight > 0:
-            l_c = hinge_max_violation(emb_a, emb_b, p.margin)  # negatives from this process's rows
-            if distributed:
-                l_c = global_batch_sum(l_c)  # DDP's gradient mean then yields the sum over processes
+            l_c, c_logs = self.contrastive_term(emb_a, emb_b, distributed)
+            logs.update(c_logs)
             total = total + p.contrastive_weight * l_c
-            logs["contrastive"] = l_c.detach()
         logs["loss"] = total.detach()
         return total, logs

@@ -2,12 +2,12 @@
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from pathlib import Path
 
-from harness.errors import ConfigError
-
-TASKS_DIR = Path(__file__).resolve().parent.parent / "tasks"
+from harness.errors import ConfigError, RunError, did_you_mean, one_line
+from harness.spec_checks import SHIPPED as TASKS_DIR
 
 
 def parse_seeds(text: str) -> list[int]:
@@ -27,8 +27,25 @@ def parse_seeds(text: str) -> list[int]:
     return seeds
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse whose usage errors are ConfigErrors: one line and exit status 2, like any other bad input."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        choice = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)", message)
+        hint = did_you_mean(choice.group(1), re.findall(r"'([^']*)'", choice.group(2))) if choice else ""
+        raise ConfigError(f"{message}{hint}; see `{self.prog} --help`")
+
+
+def _unrecognized(parser: argparse.ArgumentParser, extra: list[str]) -> ConfigError:
+    """Unknown options of a subcommand, with the closest valid option."""
+    options = [o for action in parser._actions for o in action.option_strings]
+    flag = next((e for e in extra if e.startswith("-")), extra[0]).split("=")[0]
+    return ConfigError(f"unrecognized arguments: {' '.join(extra)}{did_you_mean(flag, options)}; "
+                       f"see `{parser.prog} --help`")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m harness", description="SwAMP Bench: cross-modal retrieval benchmarks")
+    parser = _Parser(prog="python -m harness", description="SwAMP Bench: cross-modal retrieval benchmarks")
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="train and test methods of a task; write results and tables")
     run.add_argument("task", help="task YAML, e.g. tasks/synthetic.yaml")
@@ -43,12 +60,16 @@ def build_parser() -> argparse.ArgumentParser:
                      help="start the encoders from a checkpoint (seed<k>.pt) or result file (seed<k>.json)")
     run.add_argument("--reference", default=None, metavar="RUN",
                      help="mark significant differences from this run in the tables, e.g. contrastive")
+    run.add_argument("--test-stat", default=None, metavar="STAT",
+                     help="statistic the significance columns test in each row group, e.g. mAP (default: the first, R@k)")
     run.add_argument("--force", action="store_true",
                      help="re-run finished runs and restart interrupted ones (default: skip and resume)")
     run.add_argument("--device", default="auto", help="auto (default), cpu, cuda or cuda:N")
     run.add_argument("--data-root", default=None, help="dataset folder (sets dataset.root)")
     run.add_argument("--out", default="results", help="results folder (default: results/)")
     run.add_argument("--no-progress", action="store_true", help="hide progress bars")
+    run.add_argument("--on-nan", choices=("stop", "skip"), default="stop",
+                     help="a step with a NaN or infinite loss: stop the run there (default) or skip its update")
     lst = sub.add_parser("list", help="tasks and the methods each declares; registered components")
     lst.add_argument("--tasks-dir", default=str(TASKS_DIR))
     table = sub.add_parser("table", help="re-render tables from saved result files")
@@ -56,6 +77,10 @@ def build_parser() -> argparse.ArgumentParser:
     table.add_argument("--format", default="simple", help="console format (tabulate name; md and tex also accepted)")
     table.add_argument("--reference", default=None, metavar="RUN",
                        help="mark significant differences from this run, e.g. contrastive")
+    table.add_argument("--test-stat", default=None, metavar="STAT",
+                       help="statistic the significance columns test in each row group, e.g. mAP (default: R@k)")
+    table.add_argument("--split", default="test", choices=("test", "val"),
+                       help="val: the validation metrics at each run's selected epoch, written to validation.md/.tex")
     plot = sub.add_parser("plot", help="metric against a swept setting, one line per method (PNG and PDF)")
     plot.add_argument("folder", help="results folder of one task, e.g. results/ablations/synthetic")
     plot.add_argument("--x", required=True, metavar="NAME.KEY", help="swept setting, e.g. swamp.K or train.lr")
@@ -77,14 +102,17 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--factor", type=float, default=DEFAULT_FACTOR,
                        help=f"after/before ratio that fails the gate (default: {DEFAULT_FACTOR}, from measured noise)")
     bench.add_argument("--bench", default=None, metavar="REGEX", help="only benchmarks matching REGEX (asv's -b)")
+    parser.set_defaults(subcommands=sub.choices)
     return parser
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     import torch
 
-    from harness import checkpoint, plan, runner, tables
+    from harness import checkpoint, plan, preflight, runner, tables
     from harness import distributed as dd
+    from harness import params as P
+    from harness.results import result_path
 
     overrides = list(args.overrides) + ([f"dataset.root={args.data_root}"] if args.data_root else [])
     init = Path(args.init) if args.init else None
@@ -94,51 +122,78 @@ def cmd_run(args: argparse.Namespace) -> int:
                      parse_seeds(args.seeds), args.epochs, checkpoint.init_label(init) if init else None)
     names = list(dict.fromkeys(r.run_name for r in runs))
     if args.reference is not None and args.reference not in names:
-        raise ConfigError(f"--reference {args.reference!r} is not among this command's runs: {', '.join(names)}")
+        raise ConfigError(f"--reference {args.reference!r} is not among this command's runs: {', '.join(names)}"
+                          f"{did_you_mean(args.reference, names)}; name one of them")
+    if args.test_stat is not None:
+        tables.tested_column(tables.column_stats(P.as_dict(runs[0].spec.metrics)), args.test_stat)
+    out = Path(args.out)
+    preflight.check_out(out, [result_path(out, r.spec.name, r.run_name, r.seed).parent for r in runs])
     device = runner.resolve_device(args.device)
     info = dd.init_from_env(device.type)  # torchrun: join the process group; otherwise a single process
     if info.world_size > 1 and device.type == "cuda":
         device = torch.device("cuda", info.local_rank)
     try:
         results = _run_all(runs, runner.RunOptions(device=device, out=Path(args.out), progress=not args.no_progress,
-                                                   force=args.force, init=init, dist=info))
+                                                   force=args.force, init=init, dist=info, on_nan=args.on_nan))
     finally:
         dd.shutdown()
     if not info.is_main:
         return 0
     folder = Path(args.out) / runs[0].spec.name
-    _print_tables(results, args.reference)
-    paths = tables.write_tables(results, folder, reference=args.reference)
+    _print_tables(results, args.reference, args.test_stat)
+    paths = tables.write_tables(results, folder, reference=args.reference, test_stat=args.test_stat)
     print(f"\nresults: {folder}/<run>/seed<k>.json; tables: {', '.join(str(p) for p in paths)}")
     return 0
 
 
 def _run_all(runs: list, opts) -> list[dict]:
     """Run (or skip, when finished) every planned run; the result dicts, on rank 0."""
-    from harness import runner
+    from harness import preflight, runner
 
     finished = [runner.finished_result(run, opts) for run in runs]  # conflicts fail before any training
     results, data, data_key = [], None, None
     for i, (run, done) in enumerate(zip(runs, finished), 1):
+        tag = f"[{i}/{len(runs)}] {run.run_name} seed{run.seed}"
         if done is not None:
             if opts.dist.is_main:
-                print(f"[{i}/{len(runs)}] {run.run_name} seed{run.seed}: finished earlier, skipped "
-                      f"({done['_path']}; --force re-runs it)")
+                print(f"{tag}: finished earlier, skipped ({done['_path']}; --force re-runs it)")
             results.append(done)
             continue
-        key = repr(run.spec.resolved(run.method)["dataset"])
-        if key != data_key:
-            data, data_key = runner.load_data(run.spec), key
-        result = runner.run_one(run, data, opts)
+        if _data_key(run) != data_key:
+            data, data_key = runner.load_data(run.spec), _data_key(run)
+            preflight.check_builds([r for r, d in zip(runs, finished) if d is None and _data_key(r) == data_key], data)
+        result = _run_locked(run, data, opts, tag)
         if result is not None:
             results.append(result)
     return results
 
 
-def _print_tables(results: list[dict], reference: str | None = None) -> None:
+def _data_key(run) -> str:
+    return repr(run.spec.resolved(run.method)["dataset"])
+
+
+def _run_locked(run, data, opts, tag: str) -> dict | None:
+    """``runner.run_one`` holding the run's lock (``harness.locks``): a second process reaching the same
+    (task, run, seed) waits, then skips it when the first one finished it."""
+    from harness import distributed as dd
+    from harness import locks, runner
+    from harness.results import result_path
+
+    path = result_path(opts.out, run.spec.name, run.run_name, run.seed)
+    with locks.run_lock(path, lambda holder: print(f"{tag}: waiting for {holder}", flush=True),
+                        enabled=opts.dist.is_main) as waited:
+        done = dd.from_main(lambda: runner.finished_result(run, opts) if waited else None, opts.dist)
+        if done is None:
+            return runner.run_one(run, data, opts)
+    if opts.dist.is_main:
+        print(f"{tag}: finished by the other process while this one waited, skipped ({done['_path']})")
+    return done
+
+
+def _print_tables(results: list[dict], reference: str | None = None, test_stat: str | None = None) -> None:
     from harness import tables
 
-    rendered = tables.render(results, "simple", reference=reference)
+    rendered = tables.render(results, "simple", reference=reference, test_stat=test_stat)
     print(f"\nAccuracy (test split, %; mean ± std over seeds)\n{rendered['accuracy']}")
     print(f"\nTiming and peak memory ({tables.hardware_line(results)})\n{rendered['timing']}")
 
@@ -168,12 +223,16 @@ def cmd_table(args: argparse.Namespace) -> int:
     results = load_results(folder) if folder.is_dir() else []
     if not results:
         raise ConfigError(f"no result files (<method>/seed<k>.json) under {folder}")
+    if args.split == "val" and args.reference:
+        raise ConfigError("--split val shows validation metrics only; significance tests use the test split's "
+                          "per-query ranks, so drop --reference")
     for task in sorted({r["task"] for r in results}):
         subset = [r for r in results if r["task"] == task]
-        rendered = tables.render(subset, args.format, reference=args.reference)
-        print(f"Task {task}\n\nAccuracy\n{rendered['accuracy']}\n\nTiming ({tables.hardware_line(subset)})\n{rendered['timing']}\n")
+        shown = tables.validation_view(subset) if args.split == "val" else subset
+        rendered = tables.render(shown, args.format, reference=args.reference, test_stat=args.test_stat)
+        print(f"Task {task}\n\nAccuracy ({args.split})\n{rendered['accuracy']}\n\nTiming ({tables.hardware_line(subset)})\n{rendered['timing']}\n")
         tables.write_tables(subset, folder if len({r['task'] for r in results}) == 1 else folder / task,
-                            reference=args.reference)
+                            reference=args.reference, test_stat=args.test_stat, split=args.split)
     return 0
 
 
@@ -196,11 +255,19 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    handler = {"run": cmd_run, "list": cmd_list, "table": cmd_table, "plot": cmd_plot, "clusters": cmd_clusters,
-               "bench": cmd_bench}[args.command]
+    """Run one command; bad input exits with status 2 and a run that stopped with status 3, each with
+    one ``error:`` line on stderr."""
     try:
+        parser = build_parser()
+        args, extra = parser.parse_known_args(argv)
+        if extra:
+            raise _unrecognized(args.subcommands[args.command], extra)
+        handler = {"run": cmd_run, "list": cmd_list, "table": cmd_table, "plot": cmd_plot, "clusters": cmd_clusters,
+                   "bench": cmd_bench}[args.command]
         return handler(args)
     except ConfigError as err:
-        print(f"error: {err}", file=sys.stderr)
+        print(f"error: {one_line(err)}", file=sys.stderr)
         return 2
+    except RunError as err:
+        print(f"error: {one_line(err)}", file=sys.stderr)
+        return 3

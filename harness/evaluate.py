@@ -66,7 +66,8 @@ def rank_folds(blocks: list[torch.Tensor], folds: list[Fold], split: Split, metr
                ranks: dict[str, torch.Tensor] | None = None) -> dict[str, float]:
     """Metrics of each fold's block, averaged over folds (rsum recomputed from the mean recalls),
     named with the protocol's prefix ('' or '<n>folds/'). When ``ranks`` is given, every query's
-    rank is stored in it under '<prefix><direction>/<relevance>' (folds concatenated in order)."""
+    rank is stored in it under '<prefix><direction>/<relevance>' and, with ``map``, its average precision
+    under '<prefix><direction>/<relevance>/AP' (folds concatenated in order)."""
     per_fold, per_fold_ranks = [], []
     for sims, (a, b) in zip(blocks, folds):
         labels_b = split.labels_b[b] if split.labels_b is not None else None
@@ -84,17 +85,6 @@ def rank_folds(blocks: list[torch.Tensor], folds: list[Fold], split: Split, metr
 def rank_split(sims: torch.Tensor, split: Split, metrics: MetricSpec) -> dict[str, float]:
     """All requested metrics of a whole split, named '<direction>/<prefix><stat>' (e.g. 'a2b/class_R@1')."""
     return _rank(sims, split.b_to_a, split.labels_a, split.labels_b, metrics)
-
-
-def check_split(split: Split, metrics: MetricSpec, where: str) -> None:
-    """Raise ConfigError when ``split`` cannot give the relevance ``metrics`` asks for: pair relevance
-    needs a pairing, class relevance needs labels on both modalities."""
-    if "pair" in metrics.relevance and split.b_to_a is None:
-        raise ConfigError(f"{where}: the split has no sketch↔photo (a↔b) pairing, only classes, so pair-based "
-                          "metrics are undefined; use metrics.relevance: [class]")
-    if "class" in metrics.relevance and not split.has_labels:
-        raise ConfigError(f"{where}: class-based metrics need class labels, which this split lacks; "
-                          "use metrics.relevance: [pair]")
 
 
 def _masks(sims: torch.Tensor, b_to_a: torch.Tensor | None, labels_a: torch.Tensor | None,
@@ -122,13 +112,14 @@ def _rank(sims: torch.Tensor, b_to_a: torch.Tensor | None, labels_a: torch.Tenso
         for relevance in metrics.relevance:
             rel = masks[relevance]
             s, rel = (sims.T, rel.T) if DIRECTIONS[direction] else (sims, rel)
-            query = query_ranks(s, rel)
-            if ranks is not None:
-                ranks[f"{direction}/{relevance}"] = query
+            query, per_query = query_ranks(s, rel), {}
             stats = summarize_ranks(query, metrics.ks)
             if metrics.precision_stats():
                 stats.update(precision_metrics(s, rel, ap=metrics.map, ap_ks=metrics.map_at,
-                                               precision_ks=metrics.precision_at))
+                                               precision_ks=metrics.precision_at, per_query=per_query))
+            if ranks is not None:  # per-query ranks (and average precisions) for the paired bootstrap
+                ranks[f"{direction}/{relevance}"] = query
+                ranks.update({f"{direction}/{relevance}/{k}": v for k, v in per_query.items()})
             for name, value in stats.items():
                 out[f"{direction}/{prefix[relevance]}{name}"] = value
     if metrics.rsum:

@@ -1,9 +1,11 @@
 """The interface every method in ``baselines/`` implements.
 
 A method owns its encoders (and any extra parameters or state such as SwAMP's
-prototypes and queue). The training loop only calls :meth:`Method.loss`; the
-evaluation only calls :meth:`Method.encode` and :meth:`Method.score`. Methods whose
-similarity is not a dot product (cross attention) override ``score``.
+prototypes and queue). The training loop only calls :meth:`Method.start_epoch` and
+:meth:`Method.loss`; the evaluation only calls :meth:`Method.encode` and :meth:`Method.score`.
+Methods whose similarity is not a dot product (cross attention) override ``score``.
+A method fitted in closed form rather than by gradient steps (CCA) sets
+``trains_by_gradient = False`` and implements :meth:`Method.fit_closed_form` instead of ``loss``.
 """
 from __future__ import annotations
 
@@ -13,12 +15,16 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from harness.data import Split
+from harness.errors import ConfigError
+
 
 class Method(nn.Module):
     """Base class: L2-normalised embeddings per modality, cosine similarity."""
 
     Params: ClassVar[type]
     registry_name: ClassVar[str]
+    trains_by_gradient: ClassVar[bool] = True  # False: the runner calls fit_closed_form once instead
 
     def __init__(self, encoders: dict[str, nn.Module], params: Any):
         super().__init__()
@@ -37,7 +43,8 @@ class Method(nn.Module):
         """Output width shared by both encoders (they must agree)."""
         dims = {m: enc.out_dim for m, enc in self.encoders.items()}
         if len(set(dims.values())) != 1:
-            raise ValueError(f"encoders disagree on the embedding size: {dims}")
+            raise ConfigError(f"encoders disagree on the embedding size: {dims}; give encoders.a and encoders.b "
+                              "the same output size (dim)")
         return next(iter(dims.values()))
 
     @property
@@ -52,6 +59,15 @@ class Method(nn.Module):
     def score(self, emb_a: torch.Tensor, emb_b: torch.Tensor) -> torch.Tensor:
         """(n_a, n_b) similarity of every a item to every b item."""
         return emb_a @ emb_b.T
+
+    def start_epoch(self, epoch: int) -> None:
+        """Called by the training loop before the steps of every epoch (1-based, also when a run resumes),
+        for methods whose loss depends on the epoch (a warm-up); nothing by default."""
+
+    def fit_closed_form(self, split: Split) -> None:
+        """Fit every parameter from the training ``split`` at once (methods with ``trains_by_gradient =
+        False``); the runner times it as the run's only training epoch."""
+        raise NotImplementedError(f"{type(self).__name__} trains by gradient steps; it has no closed-form fit")
 
     def loss(self, x_a: Any, x_b: Any) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """Training loss of a batch of pairs (row i of x_a with row i of x_b) and detached scalars to log."""

@@ -31,9 +31,9 @@ def keys(cls: type) -> list[str]:
 
 def parse(cls: type[P], raw: Mapping[str, Any] | None, where: str) -> P:
     """Validate ``raw`` against the dataclass ``cls`` and build it; ``where`` prefixes errors."""
+    if raw is not None and not isinstance(raw, Mapping):
+        raise ConfigError(f"{where} must be a mapping of KEY: VALUE, got {raw!r} ({type(raw).__name__})")
     raw = dict(raw or {})
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{where} must be a mapping, got {type(raw).__name__}")
     hints = typing.get_type_hints(cls)
     by_key = {yaml_key(f): f for f in dataclasses.fields(cls)}
     values = {}
@@ -105,6 +105,21 @@ def require(condition: bool, where: str, message: str) -> None:
     """Raise a ConfigError naming ``where`` unless ``condition`` holds (range checks)."""
     if not condition:
         raise ConfigError(f"{where}: {message}")
+
+
+def defaults(obj: Any) -> dict[str, Any]:
+    """The default value of every field of ``obj``'s parameter dataclass that has one, YAML-keyed like
+    :func:`as_dict` (to recognise a setting added after a result file was written)."""
+    out = {}
+    for f in dataclasses.fields(obj):
+        if f.default is not dataclasses.MISSING:
+            value = f.default
+        elif f.default_factory is not dataclasses.MISSING:
+            value = f.default_factory()
+        else:
+            continue
+        out[yaml_key(f)] = list(value) if isinstance(value, tuple) else value
+    return out
 
 
 def as_dict(obj: Any) -> dict[str, Any]:

@@ -17,8 +17,8 @@ from harness import spec as specs
 from harness.errors import ConfigError
 from harness.spec import TaskSpec
 
-# Settings that change where data is read from, never what a run computes.
-NEUTRAL = ("dataset.root",)
+# Settings that change where data is read from (or cached), never what a run computes.
+NEUTRAL = ("dataset.root", "dataset.vocab_cache")
 
 
 @dataclass(frozen=True)
@@ -70,9 +70,15 @@ def setting_name(key: str) -> str:
     return key[len("method."):] if key.startswith("method.") else key
 
 
-def diff(base: dict[str, Any], config: dict[str, Any]) -> dict[str, Any]:
-    """Settings of resolved ``config`` that differ from resolved ``base`` (neutral ones ignored)."""
+def diff(base: dict[str, Any], config: dict[str, Any], defaults: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Settings of resolved ``config`` that differ from resolved ``base`` (neutral ones ignored).
+
+    ``defaults`` (``TaskSpec.resolved(method, params.defaults)``): a setting that ``base`` lacks, because
+    it was added to the code after ``base`` was written, counts as having its default value there.
+    """
     a, b = flatten(base), flatten(config)
+    fallback = flatten(defaults or {})
+    a.update({k: fallback[k] for k in b.keys() - a.keys() if k in fallback})
     return {setting_name(k): b.get(k) for k in b.keys() | a.keys() if a.get(k) != b.get(k) and k not in NEUTRAL}
 
 

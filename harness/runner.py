@@ -4,7 +4,6 @@ full test retrieval (timed by part), write the result file, its checkpoint and p
 from __future__ import annotations
 
 import json
-import os
 import time
 from dataclasses import dataclass, field
 from functools import partial
@@ -16,16 +15,19 @@ import torch
 from tqdm.auto import tqdm
 
 from harness import checkpoint as ckpt
+from harness import collapse
 from harness import distributed as dd
 from harness import evaluate as ev
-from harness import plan
+from harness import guards
+from harness import params as P
+from harness import plan, preflight
 from harness import train as tr
 from harness.data import PairedData, Split
-from harness.errors import ConfigError
+from harness.errors import ConfigError, did_you_mean
 from harness.method import Method
 from harness.profiling import Profiler
 from harness.registry import ENCODERS, METHODS, SOURCES
-from harness.results import SCHEMA, environment, result_path, save_checkpoint, write_json_atomic
+from harness.results import SCHEMA, atomic_write, environment, result_path, save_checkpoint, write_json_atomic
 from harness.plan import Run
 from harness.spec import TaskSpec
 
@@ -37,9 +39,13 @@ def resolve_device(name: str) -> torch.device:
     try:
         device = torch.device(name)
     except RuntimeError as err:
-        raise ConfigError(f"--device {name!r} is not a device name; use auto, cpu, cuda or cuda:N") from err
+        raise ConfigError(f"--device {name!r} is not a device name{did_you_mean(name, ('auto', 'cpu', 'cuda'))}; "
+                          "use auto, cpu, cuda or cuda:N") from None
     if device.type == "cuda" and not torch.cuda.is_available():
         raise ConfigError(f"--device {name}: CUDA is not available on this machine; use --device cpu")
+    if device.type == "cuda" and (device.index or 0) >= torch.cuda.device_count():
+        raise ConfigError(f"--device {name}: this machine has {torch.cuda.device_count()} CUDA device(s); "
+                          f"use cuda:0 to cuda:{torch.cuda.device_count() - 1}")
     if device.type not in ("cpu", "cuda"):
         raise ConfigError(f"--device {name}: only cpu and cuda are supported")
     return device
@@ -49,24 +55,32 @@ def load_data(spec: TaskSpec) -> PairedData:
     """Load the task's dataset through its registered source; check that its validation and test splits
     support the requested relevance and that every fold protocol fits them."""
     data = SOURCES.get(spec.dataset.kind).load(spec.dataset.params)
-    for name in ("val", "test"):
-        ev.check_split(data[name], spec.metrics, f"{spec.path}: {name} split")
-        if data[name].b_to_a is None:
-            continue  # class-only: make_folds accepts only the whole split, checked there
-        n_items = len(data[name].a)
-        bad = [n for n in spec.metrics.folds if n_items % n]
-        if bad:
-            raise ConfigError(f"{spec.path}: metrics.folds {bad} do not divide the {n_items} a-items of the "
-                              f"{name} split into equal folds; use divisors of {n_items}")
+    preflight.check_data(spec, data)
     return data
 
 
 def build_method(spec: TaskSpec, name: str, data: PairedData, device: torch.device) -> Method:
-    """Encoders sized from the data, wrapped by the method class, on ``device``."""
+    """Encoders sized from the data (with the data's fixed weights frozen in), wrapped by the method
+    class, on ``device``."""
     shapes = data.input_shapes()
     encoders = {m: ENCODERS.get(c.kind).build(shapes[m], c.params) for m, c in spec.encoders.items()}
+    for modality, weights in data.fixed_weights.items():
+        fix_weights(encoders[modality], weights, f"{spec.path}: encoders.{modality} ({spec.encoders[modality].kind})")
     m = spec.methods[name]
     return METHODS.get(m.method).build(encoders, m.params, data).to(device)
+
+
+def fix_weights(encoder: torch.nn.Module, weights: dict[str, torch.Tensor], where: str) -> None:
+    """Copy ``weights`` (parameter name -> tensor) into ``encoder`` and freeze those parameters."""
+    own = dict(encoder.named_parameters())
+    for key, value in weights.items():
+        if key not in own or own[key].shape != value.shape:
+            found = tuple(own[key].shape) if key in own else "no such parameter"
+            raise ConfigError(f"{where} cannot take the data's fixed {key} {tuple(value.shape)} ({found}); "
+                              "use an encoder with that table, e.g. word_dim equal to the word vectors' dimension")
+        with torch.no_grad():
+            own[key].copy_(value)
+        own[key].requires_grad_(False)
 
 
 @dataclass
@@ -77,6 +91,7 @@ class RunOptions:
     force: bool = False
     init: Path | None = None
     dist: dd.DistInfo = field(default_factory=dd.DistInfo)
+    on_nan: str = "stop"  # a non-finite loss stops the run, or "skip" drops that step's update (harness.guards)
 
 
 def _progress(total: int, done: int, desc: str, enabled: bool) -> tqdm:
@@ -90,9 +105,13 @@ def finished_result(run: Run, opts: RunOptions) -> dict[str, Any] | None:
     path = result_path(opts.out, run.spec.name, run.run_name, run.seed)
     if opts.force or not path.exists():
         return None
-    with open(path) as f:
-        done = json.load(f)
-    changed = sorted(plan.diff(done.get("config", {}), run.spec.resolved(run.method)))
+    try:
+        done = json.loads(path.read_text())
+    except (OSError, ValueError) as err:
+        raise ConfigError(f"cannot read the result file {path} ({err}); delete it, or pass --force to run again "
+                          "and replace it") from None
+    changed = sorted(plan.diff(done.get("config", {}), run.spec.resolved(run.method),
+                               defaults=run.spec.resolved(run.method, P.defaults)))
     if changed or done.get("init") != _init_text(opts):
         raise ConfigError(f"{path} exists but was produced with other settings ({', '.join(changed) or 'init'}); "
                           "pass --force to replace it, or --out to write elsewhere")
@@ -107,9 +126,10 @@ def _init_text(opts: RunOptions) -> str | None:
 def run_one(run: Run, data: PairedData, opts: RunOptions) -> dict[str, Any] | None:
     """Train (resuming an interrupted run) and test one (method, seed); write and return its result.
 
-    Under torchrun every process trains its shard of each batch; only rank 0 validates (and shares
-    the scores, so all select the same epoch), writes checkpoints, tests and writes the result;
-    the other processes return None.
+    A method with ``trains_by_gradient = False`` is fitted once in closed form on the training split
+    (timed as its only training epoch) instead. Under torchrun every process trains its shard of
+    each batch; only rank 0 validates (and shares the scores, so all select the same epoch), writes
+    checkpoints, tests and writes the result; the other processes return None.
     """
     started = time.perf_counter()
     spec, name, seed, info = run.spec, run.method, run.seed, opts.dist
@@ -118,51 +138,40 @@ def run_one(run: Run, data: PairedData, opts: RunOptions) -> dict[str, Any] | No
     method = build_method(spec, name, data, opts.device)
     if opts.init is not None:
         ckpt.load_encoders(method, opts.init)
-    optimizer = tr.make_optimizer(method, m.train)
-    scheduler = tr.make_scheduler(optimizer, m.train)
     path = result_path(opts.out, spec.name, run.run_name, seed)
-    resume = ckpt.resume_path(path)
-    fingerprint = {"config": spec.resolved(name), "seed": seed, "init": _init_text(opts),
-                   "world_size": info.world_size}
-    state, generator = None, None
-    if resume.exists() and not opts.force:
-        state, generator = ckpt.load_resume(resume, fingerprint, method, optimizer, scheduler)
-    resumed_from = len(state.history) if state is not None else 0
     prof = Profiler(opts.device)
-    step = tr.make_step(method, optimizer, data["train"], opts.device, m.train.grad_clip,
-                        loss_fn=dd.wrap_ddp(method, info, opts.device),
-                        shard=partial(dd.shard, info=info) if info.world_size > 1 else None,
-                        world_size=info.world_size)
-    validate = prof.timed("validate", lambda: dd.from_main(
-        lambda: ev.evaluate(method, data["val"], spec.metrics, opts.device, m.train.eval_batch_size), info))
-    bar = _progress(m.train.epochs, resumed_from, f"{run.run_name} seed{seed}", opts.progress and info.is_main)
-
-    def on_epoch(record: dict[str, float]) -> None:
-        bar.set_postfix(loss=f"{record['loss']:.4g}", **{f"val {m.train.select}": f"{record['val/' + m.train.select]:.2f}"})
-        bar.update()
-
-    def after_epoch(result: tr.FitResult, gen: torch.Generator) -> None:
-        if info.is_main:
-            ckpt.save_resume(resume, fingerprint, method, optimizer, scheduler, result, gen)
-
-    with prof.phase("train"):
-        fit = tr.fit(method, data["train"], m.train, seed=seed, step=prof.timed("train_step", step),
-                     epoch=prof.timed("train_epoch", tr.run_epoch), validate=validate, on_epoch=on_epoch,
-                     scheduler=scheduler, state=state, generator=generator, after_epoch=after_epoch)
-    bar.close()
+    resume = ckpt.resume_path(path)
+    test_memory = guards.memory_settings(spec, name, "test")
+    validate = prof.timed("validate", guards.on_oom(lambda: dd.from_main(
+        lambda: ev.evaluate(method, data["val"], spec.metrics, opts.device, m.train.eval_batch_size), info),
+        "validation", test_memory, opts.device, resume))
+    chance = collapse.chance_level(data["val"], spec.metrics, m.train.select) if info.is_main else None
+    if method.trains_by_gradient:
+        fit, resumed_from, skipped = _train(run, method, data, opts, prof, validate, chance)
+    else:
+        fit_fn = guards.on_oom(method.fit_closed_form, "the closed-form fit",
+                               guards.memory_settings(spec, name, "train"), opts.device, resume)
+        with prof.phase("train"):
+            fit = tr.fit_closed_form(method, data["train"], prof.timed("train_epoch", fit_fn), validate)
+        resumed_from, skipped = 0, []
+        prof.notes.append("closed-form fit: train_epoch is the time of the fit; there are no gradient steps")
     if not info.is_main:
         return None
     method.load_state_dict(fit.best_state)
     ranks: dict[str, torch.Tensor] = {}
-    metrics = full_test(method, data, spec, m.train.eval_batch_size, prof, opts.device, ranks)
+    metrics = guards.on_oom(full_test, "the test retrieval", test_memory, opts.device, resume)(
+        method, data, spec, m.train.eval_batch_size, prof, opts.device, ranks)
     save_checkpoint(fit.best_state, path.with_suffix(".pt"))
     save_ranks(ranks, path.with_suffix(".ranks.npz"))
     payload = {
         "schema": SCHEMA, "task": spec.name, "task_version": spec.version, "run_name": run.run_name,
         "method": name, "seed": seed, "varied": run.varied, "init": _init_text(opts), "metrics": metrics,
-        "best_epoch": fit.best_epoch,
+        "training": "gradient" if method.trains_by_gradient else "closed_form", "best_epoch": fit.best_epoch,
         "val_at_best": {k[4:]: v for k, v in fit.history[fit.best_epoch - 1].items() if k.startswith("val/")},
+        "collapse": collapse.detect(fit.history, chance, patience=m.train.collapse_patience,
+                                    tolerance=m.train.collapse_tolerance, best_epoch=fit.best_epoch),
         "history": fit.history, "profile": prof.summary(), "resumed_from_epoch": resumed_from,
+        "on_nan": opts.on_nan, "skipped_steps": skipped,
         "distributed": {"world_size": info.world_size, "backend": info.backend,
                         "batch_per_process": -(-m.train.batch_size // info.world_size)},
         "config": spec.resolved(name), "overrides": list(spec.overrides), "reference": spec.raw.get("reference"),
@@ -178,12 +187,63 @@ def run_one(run: Run, data: PairedData, opts: RunOptions) -> dict[str, Any] | No
     return {**payload, "_path": str(path)}  # as harness.results.load_results returns it
 
 
+def _train(run: Run, method: Method, data: PairedData, opts: RunOptions, prof: Profiler, validate: Any,
+           chance: collapse.Chance | None) -> tuple[tr.FitResult, int, list[dict[str, Any]]]:
+    """Gradient training with per-epoch resume checkpoints, the non-finite and out-of-memory guards and
+    the collapse warning; returns (fit, epochs resumed, skipped steps)."""
+    spec, info, m = run.spec, opts.dist, run.spec.methods[run.method]
+    optimizer = tr.make_optimizer(method, m.train)
+    scheduler = tr.make_scheduler(optimizer, m.train)
+    resume = ckpt.resume_path(result_path(opts.out, spec.name, run.run_name, run.seed))
+    fingerprint = {"config": spec.resolved(run.method), "seed": run.seed, "init": _init_text(opts),
+                   "world_size": info.world_size}
+    state, generator = None, None
+    if resume.exists() and not opts.force:
+        state, generator = ckpt.load_resume(resume, fingerprint, method, optimizer, scheduler)
+    resumed_from = len(state.history) if state is not None else 0
+    steps_per_epoch = -(-data["train"].n_pairs // m.train.batch_size)
+    guard = guards.NonFiniteGuard(opts.on_nan, guards.hyperparameters(spec, run.method), steps_per_epoch, resume,
+                                  step=resumed_from * steps_per_epoch)
+    step = tr.make_step(method, optimizer, data["train"], opts.device, m.train.grad_clip,
+                        loss_fn=dd.wrap_ddp(method, info, opts.device),
+                        shard=partial(dd.shard, info=info) if info.world_size > 1 else None,
+                        world_size=info.world_size, check_loss=guard)
+    step = guards.on_oom(guard.count(step), "a training step", guards.memory_settings(spec, run.method, "train"),
+                         opts.device, resume)
+    label = f"{run.run_name} seed{run.seed}"
+    bar = _progress(m.train.epochs, resumed_from, label, opts.progress and info.is_main)
+    warned = resumed_from > 0 and _collapsed(state.history, chance, m.train) is not None
+
+    def on_epoch(record: dict[str, float]) -> None:
+        bar.set_postfix(loss=f"{record.get('loss', float('nan')):.4g}",  # no loss: every step skipped (--on-nan)
+                        **{f"val {m.train.select}": f"{record['val/' + m.train.select]:.2f}"})
+        bar.update()
+
+    def after_epoch(result: tr.FitResult, gen: torch.Generator) -> None:
+        nonlocal warned
+        if not info.is_main:
+            return
+        ckpt.save_resume(resume, fingerprint, method, optimizer, scheduler, result, gen)
+        found = None if warned else _collapsed(result.history, chance, m.train)
+        if found is not None:
+            warned = True
+            tqdm.write(collapse.warning_line(found, label, run.method))
+
+    with prof.phase("train"):
+        fit = tr.fit(method, data["train"], m.train, seed=run.seed, step=prof.timed("train_step", step),
+                     epoch=prof.timed("train_epoch", tr.run_epoch), validate=validate, on_epoch=on_epoch,
+                     scheduler=scheduler, state=state, generator=generator, after_epoch=after_epoch)
+    bar.close()
+    return fit, resumed_from, guard.skipped
+
+
+def _collapsed(history: list[dict[str, float]], chance: collapse.Chance | None, t: Any) -> dict[str, Any] | None:
+    return collapse.detect(history, chance, patience=t.collapse_patience, tolerance=t.collapse_tolerance)
+
+
 def save_ranks(ranks: dict[str, torch.Tensor], path: Path) -> None:
     """Per-query ranks of the test protocols (keys as in :func:`harness.evaluate.rank_folds`), atomically."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "wb") as f:  # a file object: numpy appends no suffix
-        np.savez_compressed(f, **{k: v.numpy() for k, v in ranks.items()})
-    os.replace(tmp, path)
+    atomic_write(path, lambda f: np.savez_compressed(f, **{k: v.numpy() for k, v in ranks.items()}))
 
 
 def full_test(method: Method, data: PairedData, spec: TaskSpec, batch_size: int, prof: Profiler,

@@ -10,11 +10,12 @@ import copy
 import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import yaml
 
 from harness import params as P
+from harness import spec_checks as checks
 from harness.errors import ConfigError, unknown
 from harness.registry import ENCODERS, METHODS, SOURCES
 
@@ -35,23 +36,36 @@ class TrainSpec:
     grad_clip: float | None = None
     select: str = "a2b/R@1"
     eval_batch_size: int = 1024
+    collapse_patience: int = 10  # epochs a collapse signal must hold before the warning (0: never check)
+    collapse_tolerance: float = 0.02  # relative distance to a loss's collapsed value that counts as on it
 
     def check(self, where: str) -> None:
-        P.require(self.batch_size >= 2, where, "batch_size must be >= 2 (the hinge needs negatives)")
-        P.require(self.optimizer in OPTIMIZERS, where,
-                  f"optimizer {self.optimizer!r} unknown; valid: {', '.join(OPTIMIZERS)}")
-        P.require(self.lr > 0 and self.epochs >= 1, where, "lr must be > 0 and epochs >= 1")
+        P.require(self.batch_size >= 2, where,
+                  f"batch_size must be >= 2 (the hinge needs negatives), got {self.batch_size}")
+        if self.optimizer not in OPTIMIZERS:
+            raise unknown("optimizer", self.optimizer, OPTIMIZERS, where)
+        P.require(self.lr > 0, where, f"lr must be > 0, got {self.lr}")
+        P.require(self.epochs >= 1, where, f"epochs must be >= 1, got {self.epochs}")
+        P.require(self.weight_decay >= 0, where, f"weight_decay must be >= 0, got {self.weight_decay}")
         P.require(self.lr_step is None or self.lr_step >= 1, where, "lr_step must be >= 1 epoch")
+        P.require(0 < self.lr_gamma <= 1, where, f"lr_gamma must lie in (0, 1], got {self.lr_gamma}")
         P.require(self.grad_clip is None or self.grad_clip > 0, where, "grad_clip must be > 0")
+        P.require(self.eval_batch_size >= 1, where, f"eval_batch_size must be >= 1, got {self.eval_batch_size}")
+        P.require(self.collapse_patience >= 0, where,
+                  f"collapse_patience must be >= 0 epochs (0: no check), got {self.collapse_patience}")
+        P.require(0 <= self.collapse_tolerance < 1, where,
+                  f"collapse_tolerance must be in [0, 1), got {self.collapse_tolerance}")
 
 
 OPTIMIZERS = ("adam", "adamw", "sgd")
 
 
 # Retrieval directions: a2b ranks b items for each a item; i2t/t2i are the image–text names
-# of a2b/b2a (modality a holds images, b captions), s2p/p2s the sketch–photo names (a holds
-# sketches, b photos). The value says whether the query axis is the score matrix's second one.
-DIRECTIONS = {"a2b": False, "b2a": True, "i2t": False, "t2i": True, "s2p": False, "p2s": True}
+# of a2b/b2a (modality a holds images, b captions), v2t/t2v the text–video names (a holds
+# videos, b captions), s2p/p2s the sketch–photo names (a holds sketches, b photos). The value
+# says whether the query axis is the score matrix's second one.
+DIRECTIONS = {"a2b": False, "b2a": True, "i2t": False, "t2i": True, "v2t": False, "t2v": True, "s2p": False,
+              "p2s": True}
 
 
 @dataclass(frozen=True)
@@ -72,7 +86,7 @@ class MetricSpec:
         for r in self.relevance:
             if r not in ("pair", "class"):
                 raise unknown("relevance", r, ("pair", "class"), where)
-        P.require(len(self.ks) > 0 and min(self.ks) >= 1, where, "ks must be positive integers")
+        P.require(len(self.ks) > 0 and min(self.ks) >= 1, where, f"ks must be positive integers, got {list(self.ks)}")
         P.require(len(self.folds) > 0 and min(self.folds) >= 1 and len(set(self.folds)) == len(self.folds),
                   where, f"folds {list(self.folds)} must be distinct positive fold counts (1 = the whole split)")
         P.require(all(k >= 1 for k in (*self.map_at, *self.precision_at)), where,
@@ -127,32 +141,35 @@ class TaskSpec:
     raw: Mapping[str, Any]
     overrides: tuple[str, ...] = ()  # the NAME.KEY=VALUE settings applied on top of the file
 
-    def resolved(self, method: str) -> dict[str, Any]:
-        """The fully resolved configuration of one method, as stored in result files."""
+    def resolved(self, method: str, values: Callable[[Any], dict[str, Any]] = P.as_dict) -> dict[str, Any]:
+        """The fully resolved configuration of one method, as stored in result files; with
+        ``values=params.defaults``, the same layout holding each setting's default instead."""
         m = self.methods[method]
         return {
             "task": self.name, "version": self.version,
-            "dataset": {"source": self.dataset.kind, **P.as_dict(self.dataset.params)},
-            "encoders": {k: {"type": e.kind, **P.as_dict(e.params)} for k, e in self.encoders.items()},
-            "metrics": P.as_dict(self.metrics), "train": P.as_dict(m.train),
-            "method": {"name": m.name, "method": m.method, **P.as_dict(m.params)},
+            "dataset": {"source": self.dataset.kind, **values(self.dataset.params)},
+            "encoders": {k: {"type": e.kind, **values(e.params)} for k, e in self.encoders.items()},
+            "metrics": values(self.metrics), "train": values(m.train),
+            "method": {"name": m.name, "method": m.method, **values(m.params)},
         }
 
 
-def read_yaml(path: Path) -> dict[str, Any]:
-    """Read a task file, following ``base:`` chains; errors name the file."""
-    if not path.exists():
-        raise ConfigError(f"task file {path} does not exist")
+def read_yaml(path: Path, chain: tuple[Path, ...] = ()) -> dict[str, Any]:
+    """Read a task file, following ``base:`` chains (``chain``: the files that named it); errors name the file."""
+    if not path.is_file():
+        raise checks.missing_task(path, chain[-1] if chain else None)
     try:
-        raw = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as err:
-        raise ConfigError(f"{path} is not valid YAML: {err}") from err
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (yaml.YAMLError, UnicodeDecodeError) as err:
+        raise checks.unreadable(path, err) from None
     if not isinstance(raw, dict):
-        raise ConfigError(f"{path} must hold a mapping at the top level")
+        raise ConfigError(f"{path} must hold a mapping at the top level (name: ..., dataset: ...), "
+                          f"got {type(raw).__name__}")
     base = raw.pop("base", None)
     if base is None:
         return raw
-    return merge(read_yaml((path.parent / base).resolve()), raw)
+    base_path = checks.base_path(path, base, chain)
+    return merge(read_yaml(base_path, (*chain, path.resolve())), raw)
 
 
 def merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
@@ -180,7 +197,8 @@ def parse_override(text: str) -> tuple[list[str], Any]:
     try:
         value = yaml.safe_load(value_text)
     except yaml.YAMLError as err:
-        raise ConfigError(f"--set {text!r}: cannot parse value {value_text!r}: {err}") from err
+        raise ConfigError(f"--set {text!r}: cannot parse value {value_text!r} ({checks.yaml_problem(err)}); "
+                          "quote text values, write lists as [1, 2]") from None
     if isinstance(value, str) and _looks_float(value_text):
         value = float(value_text)  # YAML 1.1 reads '1e-4' as a string
     if parts[0] in ("train", "dataset", "encoders", "metrics"):
@@ -226,7 +244,10 @@ def _method(name: str, raw: Any, train_raw: dict[str, Any], where: str) -> Metho
         raise ConfigError(f"{where} must be a mapping with a 'method' key naming one of: {', '.join(METHODS.names())}")
     body = dict(raw)
     kind = body.pop("method")
-    train = P.parse(TrainSpec, merge(train_raw, body.pop("train", {}) or {}), f"{where}.train")
+    over = body.pop("train", {}) or {}
+    if not isinstance(over, dict):
+        raise ConfigError(f"{where}.train must be a mapping of training settings, got {over!r}")
+    train = P.parse(TrainSpec, merge(train_raw, over), f"{where}.train")
     cls = METHODS.get(kind, where)
     return MethodSpec(name, kind, P.parse(cls.Params, body, where), train)
 
@@ -235,7 +256,8 @@ def build(raw: dict[str, Any], path: str) -> TaskSpec:
     """Validate a raw task mapping into a TaskSpec."""
     for key in raw:
         if key not in TOP_KEYS:
-            raise unknown("top-level key", key, TOP_KEYS, path)
+            raise unknown("top-level key", str(key), TOP_KEYS, path)
+    checks.check_reference(raw.get("reference"), f"{path}: reference")
     for key in ("name", "version", "dataset", "encoders", "methods"):
         if key not in raw:
             raise ConfigError(f"{path}: missing required key {key!r}")

@@ -1,4 +1,5 @@
-"""The training loop: the same for every method; it calls ``method.loss`` and nothing else.
+"""The training loop: the same for every method; it calls ``method.start_epoch`` and ``method.loss``
+and nothing else. Methods fitted in closed form go through :func:`fit_closed_form` instead.
 
 Measurement stays outside: :func:`fit` receives the step function and the epoch
 runner already wrapped by whoever wants to time them.
@@ -30,12 +31,15 @@ def make_optimizer(method: Method, t: TrainSpec) -> torch.optim.Optimizer:
 
 def make_step(method: Method, optimizer: torch.optim.Optimizer, split: Split, device: torch.device,
               grad_clip: float | None, loss_fn: Callable[..., Any] | None = None,
-              shard: Callable[[torch.Tensor], torch.Tensor] | None = None, world_size: int = 1) -> StepFn:
+              shard: Callable[[torch.Tensor], torch.Tensor] | None = None, world_size: int = 1,
+              check_loss: Callable[[torch.Tensor, dict[str, torch.Tensor]], bool] | None = None) -> StepFn:
     """One optimisation step on the pairs ``index`` of ``split``; returns the method's logs.
 
     ``loss_fn`` defaults to ``method.loss`` (a DistributedDataParallel wrapper of it under
     torchrun); ``shard`` keeps this process's part of the global batch. A global batch with fewer
     pairs than processes is skipped by every process alike (some shard would be empty).
+    ``check_loss(loss, logs)`` (e.g. :class:`harness.guards.NonFiniteGuard`) sees the loss before the
+    backward pass; False skips the update and the step logs nothing.
     """
     loss_fn = loss_fn or method.loss
 
@@ -46,6 +50,8 @@ def make_step(method: Method, optimizer: torch.optim.Optimizer, split: Split, de
             index = shard(index)
         x_a, x_b = (to_device(x, device) for x in split.pair_batch(index))
         loss, logs = loss_fn(x_a, x_b)
+        if check_loss is not None and not check_loss(loss, logs):
+            return {}
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         if grad_clip is not None:
@@ -99,6 +105,7 @@ def fit(method: Method, split: Split, t: TrainSpec, *, seed: int, step: StepFn,
     result = state if state is not None else FitResult()
     for e in range(len(result.history), t.epochs):
         method.train()
+        method.start_epoch(e + 1)
         logs = epoch(step, split.n_pairs, t.batch_size, generator)
         if scheduler is not None:
             scheduler.step()
@@ -113,6 +120,17 @@ def fit(method: Method, split: Split, t: TrainSpec, *, seed: int, step: StepFn,
         on_epoch(record)
         after_epoch(result, generator)
     return result
+
+
+def fit_closed_form(method: Method, split: Split, fit: Callable[[Split], None],
+                    validate: Callable[[], dict[str, float]]) -> FitResult:
+    """A method without gradient training: ``fit`` (``method.fit_closed_form``, possibly timed) on the
+    training ``split``, then one validation; the result is a single 'epoch' that is also the best."""
+    fit(split)
+    method.eval()
+    val = validate()
+    return FitResult(best_epoch=1, best_score=0.0, best_state=copy.deepcopy(method.state_dict()),
+                     history=[{"epoch": 1, **{f"val/{k}": v for k, v in val.items()}}])
 
 
 def make_scheduler(optimizer: torch.optim.Optimizer, t: TrainSpec) -> torch.optim.lr_scheduler.LRScheduler | None:

@@ -49,3 +49,17 @@ def write_image_folders(root: Path, classes=CLASSES, sketches: int = 4, photos: 
     lines = ["%d 4" % len(words)] + [" ".join([w, *(f"{v:.3f}" for v in rng.normal(size=4))]) for w in words]
     (root / "word_vectors.txt").write_text("\n".join(lines) + "\n")
     return root
+
+
+def folder_task(root: Path, **dataset) -> dict:
+    """A seconds-long variant of tasks/sketchy.yaml on the folders under ``root`` (from
+    :func:`write_image_folders`): 12 × 12 images, a small CNN, 2 epochs, both methods."""
+    small = {"arch": "small", "widths": [4, 8], "dim": 8, "attention_hidden": 4}
+    return {"base": str(Path(__file__).resolve().parent.parent / "tasks" / "sketchy.yaml"), "name": "tiny_folders",
+            "version": "test",
+            "dataset": {"root": str(root), "test_classes": ["bat", "saw"], "val_fraction": 0.25, "image_size": 12,
+                        "workers": 2, **dataset},
+            "encoders": {"a": small, "b": small},
+            "train": {"epochs": 2, "batch_size": 4, "eval_batch_size": 8},
+            "methods": {"doodle2search": {"method": "doodle2search", "ramp_start": 0, "ramp_end": 2},
+                        "doodle2search_swamp": {"method": "doodle2search_swamp", "K": 4, "queue": 8}}}

@@ -23,7 +23,7 @@ def tiny_spec_for(method_kind: str, *task_paths):
             if m.method == method_kind:
                 return spec, name
     raise AssertionError(f"no tiny test task declares a method of kind {method_kind!r}; add one to "
-                         "TINY, TINY_IMAGE_TEXT or TINY_SKETCH in tests/conftest.py")
+                         "TINY, TINY_IMAGE_TEXT, TINY_VIDEO_TEXT or TINY_SKETCH in tests/conftest.py")
 
 
 def tiny_method_for(method_kind: str, *task_paths):
@@ -35,13 +35,20 @@ def tiny_method_for(method_kind: str, *task_paths):
 
 
 @pytest.mark.parametrize("kind", METHODS.names())
-def test_contract_every_method_trains_one_step_and_evaluates(kind, tiny_task, tiny_image_text_task, tiny_sketch_task):
-    spec, name, data, method = tiny_method_for(kind, tiny_task, tiny_image_text_task, tiny_sketch_task)
-    before = [p.detach().clone() for p in method.parameters()]
-    opt = tr.make_optimizer(method, spec.methods[name].train)
-    logs = tr.make_step(method, opt, data["train"], torch.device("cpu"), None)(torch.arange(32))
-    assert torch.isfinite(logs["loss"])
-    assert any(not torch.equal(b, p) for b, p in zip(before, method.parameters()))
+def test_contract_every_method_trains_one_step_and_evaluates(kind, tiny_task, tiny_image_text_task,
+                                                            tiny_video_text_task, tiny_sketch_task):
+    spec, name, data, method = tiny_method_for(kind, tiny_task, tiny_image_text_task, tiny_video_text_task,
+                                               tiny_sketch_task)
+    if method.trains_by_gradient:
+        before = [p.detach().clone() for p in method.parameters()]
+        opt = tr.make_optimizer(method, spec.methods[name].train)
+        logs = tr.make_step(method, opt, data["train"], torch.device("cpu"), None)(torch.arange(32))
+        assert torch.isfinite(logs["loss"])
+        assert any(not torch.equal(b, p) for b, p in zip(before, method.parameters()))
+    else:
+        before = {k: v.clone() for k, v in method.state_dict().items()}
+        method.fit_closed_form(data["train"])
+        assert any(before[k].shape != v.shape or not torch.equal(before[k], v) for k, v in method.state_dict().items())
     metrics = ev.evaluate(method, data["test"], spec.metrics, torch.device("cpu"), 64)
     assert set(metrics) == set(spec.metrics.names())
     first = spec.metrics.names()[0]  # e.g. a2b/R@1 or i2t/R@1

@@ -60,3 +60,18 @@ def test_plan_records_epochs_sets_and_init(tiny_task):
 def test_plan_rejects_unknown_names_from_sweeps(tiny_task):
     with pytest.raises(ConfigError, match="did you mean"):
         plan.plan(tiny_task, [], ["swmp.K=8,16"], ["swamp"], [0])
+
+
+def test_settings_added_after_a_result_count_as_their_defaults(tiny_task):
+    from harness import params as P
+    from harness.spec import load_task
+
+    spec = load_task(tiny_task)
+    current, defaults = spec.resolved("contrastive"), spec.resolved("contrastive", P.defaults)
+    older = {**current, "method": {k: v for k, v in current["method"].items() if k not in ("loss", "temperature")},
+             "train": {k: v for k, v in current["train"].items() if not k.startswith("collapse_")}}
+    assert plan.diff(older, current, defaults) == {}
+    assert set(plan.diff(older, current)) == {"loss", "temperature", "train.collapse_patience",
+                                              "train.collapse_tolerance"}  # without defaults: all differ
+    changed = load_task(tiny_task, ["contrastive.loss=sum"]).resolved("contrastive")
+    assert plan.diff(older, changed, defaults) == {"loss": "sum"}  # a non-default value still differs

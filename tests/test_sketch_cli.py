@@ -11,7 +11,8 @@ import torch
 from harness.cli import main
 from harness.errors import DataError
 from harness.sources.qmul_sbir import QMULParams, QMULSBIR
-from tests.conftest import ROOT, TASKS, write_task
+from tests import sketch_fixtures
+from tests.conftest import ROOT, write_task
 from tests.sketch_fixtures import write_image_folders
 
 QMUL = ROOT.parent / "shared" / "data" / "qmul_sbir"
@@ -22,15 +23,7 @@ def folder_task(tmp_path: Path, **dataset) -> Path:
     root = tmp_path / "data"
     if not root.exists():
         write_image_folders(root)
-    small = {"arch": "small", "widths": [4, 8], "dim": 8, "attention_hidden": 4}
-    body = {"base": str(TASKS / "sketchy.yaml"), "name": "tiny_folders", "version": "test",
-            "dataset": {"root": str(root), "test_classes": ["bat", "saw"], "val_fraction": 0.25, "image_size": 12,
-                        "workers": 2, **dataset},
-            "encoders": {"a": small, "b": small},
-            "train": {"epochs": 2, "batch_size": 4, "eval_batch_size": 8},
-            "methods": {"doodle2search": {"method": "doodle2search", "ramp_start": 0, "ramp_end": 2},
-                        "doodle2search_swamp": {"method": "doodle2search_swamp", "K": 4, "queue": 8}}}
-    return write_task(tmp_path, body, "tiny_folders.yaml")
+    return write_task(tmp_path, sketch_fixtures.folder_task(root, **dataset), "tiny_folders.yaml")
 
 
 @pytest.mark.slow

@@ -13,7 +13,8 @@ from scipy import stats
 
 from harness.data import Split
 from harness.errors import ConfigError, DataError
-from harness.evaluate import check_split, make_folds, rank_split
+from harness.evaluate import make_folds, rank_split
+from harness.preflight import check_pairing
 from harness.images import SemanticTriplets, negative_class_probabilities
 from harness.params import parse
 from harness.sources.image_folder import ImageFolder, ImageFolderParams, split_classes
@@ -149,7 +150,9 @@ def test_class_only_split_rejects_pairs_and_folds():
     with pytest.raises(ConfigError, match="folds: \\[1\\]"):
         make_folds(split, 2)
     with pytest.raises(ConfigError, match="pair-based metrics are undefined"):
-        check_split(split, MetricSpec(relevance=("pair", "class")), "test split")
+        check_pairing(split, MetricSpec(relevance=("pair", "class")), "test split")
+    with pytest.raises(ConfigError, match="folds: \\[1\\]"):
+        check_pairing(split, MetricSpec(relevance=("class",), folds=(1, 5)), "test split")
     with pytest.raises(ConfigError, match="needs labels_a and labels_b"):
         Split(torch.zeros(2, 1), torch.zeros(3, 1), paired=False)
     sims = torch.tensor([[0.9, 0.1, 0.2], [0.1, 0.8, 0.3]])

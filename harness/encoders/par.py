@@ -15,6 +15,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from harness.errors import ConfigError
+
 
 def par_pool(features: torch.Tensor, mask: torch.Tensor | None, queries: torch.Tensor, *, temperature: float,
              heads: int) -> torch.Tensor:
@@ -44,7 +46,8 @@ class PAR(nn.Module):
     def __init__(self, dim: int, p: int, temperature: float, heads: int):
         super().__init__()
         if dim % heads:
-            raise ValueError(f"PAR heads ({heads}) must divide the feature width ({dim})")
+            raise ConfigError(f"PAR heads H ({heads}) must divide the feature width ({dim}); choose H among the "
+                              f"divisors of {dim}")
         self.queries = nn.Parameter(F.normalize(torch.randn(p, dim), dim=1))
         self.temperature, self.heads = temperature, heads
         self.out_dim = p * dim

@@ -79,7 +79,7 @@ def scan(folder: Path, what: str) -> tuple[list[str], Files]:
     empty = sorted(set(classes) - {classes[c] for _, c in files})
     if empty:
         raise DataError(f"{len(empty)} {what} class folder(s) under {folder} hold no image "
-                        f"({', '.join(IMG_EXTENSIONS)}): {', '.join(empty)}")
+                        f"({', '.join(IMG_EXTENSIONS)}): {', '.join(empty)}; add images or remove the folders")
     return classes, files
 
 

@@ -11,15 +11,13 @@ folder holding SCAN's ``data/`` contents; ``--data-root`` replaces the whole pat
 """
 from __future__ import annotations
 
-import os
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 import torch
 
-from harness.data import SPLITS, ArrayRows, PairedData, Split
+from harness import npy
+from harness.data import SPLITS, ArrayRows, PairedData, Split, expand_root
 from harness.errors import DataError
 from harness.params import require
 from harness.registry import SOURCES
@@ -27,7 +25,6 @@ from harness.text import TokenCaptions, cached_vocab, encode_captions, read_line
 
 PUBLISHED_AT = ("SCAN's precomputed features (data.zip: coco_precomp/, f30k_precomp/) are published by the SCAN "
                 "authors (Lee et al., ECCV 2018) with their code, github.com/kuanghuei/SCAN, section 'Download data'.")
-_VAR = re.compile(r"\$\{(\w+)(?::-([^}]*))?\}")
 
 
 @dataclass(frozen=True)
@@ -43,19 +40,6 @@ class ScanPrecompParams:
         require(len(self.splits) == 3, where, f"splits lists the file prefixes for {', '.join(SPLITS)}")
         require(self.val_images >= 0, where, "val_images must be >= 0 (0: the whole validation split)")
         require(self.min_word_count >= 1, where, "min_word_count must be >= 1")
-
-
-def expand_root(text: str) -> Path:
-    """``~`` and ``${NAME}`` / ``${NAME:-default}`` expanded; an unset variable without default is an error."""
-    def var(match: re.Match) -> str:
-        name, default = match.group(1), match.group(2)
-        if name in os.environ:
-            return os.environ[name]
-        if default is None:
-            raise DataError(f"dataset root {text!r} uses ${{{name}}}, which is not set; set it or pass --data-root PATH")
-        return default
-
-    return Path(_VAR.sub(var, text)).expanduser()
 
 
 def expected_files(root: Path, prefixes: tuple[str, ...]) -> list[Path]:
@@ -89,13 +73,7 @@ def pairing(n_images: int, n_captions: int, where: Path) -> torch.Tensor:
 
 def load_images(path: Path) -> ArrayRows:
     """Memory-mapped (N, regions, features) array."""
-    try:
-        array = np.load(path, mmap_mode="r")
-    except (OSError, ValueError) as err:
-        raise DataError(f"cannot read {path}: {err}") from err
-    if array.ndim != 3:
-        raise DataError(f"{path} has shape {array.shape}; expected N x regions x features (SCAN: N x 36 x 2048)")
-    return ArrayRows(array)
+    return ArrayRows(npy.load(path, 3, "N x regions x features; SCAN: N x 36 x 2048"))
 
 
 def load_split(images: ArrayRows, captions: TokenCaptions, path: Path, max_images: int = 0) -> Split:
@@ -118,13 +96,16 @@ class ScanPrecomp:
         root = expand_root(p.root)
         check_files(root, p.splits)
         tokens = {prefix: [tokenize(c) for c in read_lines(root / f"{prefix}_caps.txt")] for prefix in p.splits}
+        images = {prefix: load_images(root / f"{prefix}_ims.npy") for prefix in p.splits}
+        for prefix in p.splits:  # every split checked before the vocabulary cache is written
+            pairing(len(images[prefix]), len(tokens[prefix]), root / prefix)
         train_caps = root / f"{p.splits[0]}_caps.txt"
         words, vocab_file = cached_vocab(train_caps, tokens[p.splits[0]], p.min_word_count, Path(p.vocab_cache))
         splits = {}
         for name, prefix in zip(SPLITS, p.splits):
             captions = encode_captions(tokens[prefix], words)
             limit = p.val_images if name == "val" else 0
-            splits[name] = load_split(load_images(root / f"{prefix}_ims.npy"), captions, root / prefix, limit)
+            splits[name] = load_split(images[prefix], captions, root / prefix, limit)
         info = {"source": "scan_precomp", "root": str(root), "vocab_size": len(words), "vocab_file": str(vocab_file),
                 "images": [len(s.a) for s in splits.values()], "captions": [s.n_pairs for s in splits.values()]}
         return PairedData(splits, info)
