@@ -16,6 +16,7 @@ import yaml
 
 from harness import params as P
 from harness.errors import ConfigError, unknown
+from harness.precision import PRECISIONS
 from harness.registry import ENCODERS, METHODS, SOURCES
 
 TOP_KEYS = ("name", "version", "description", "base", "dataset", "encoders", "metrics", "train", "methods",
@@ -35,6 +36,7 @@ class TrainSpec:
     grad_clip: float | None = None
     select: str = "a2b/R@1"
     eval_batch_size: int = 1024
+    precision: str = "fp32"  # fp32 | tf32 | bf16 (harness/precision.py)
 
     def check(self, where: str) -> None:
         P.require(self.batch_size >= 2, where, "batch_size must be >= 2 (the hinge needs negatives)")
@@ -43,6 +45,8 @@ class TrainSpec:
         P.require(self.lr > 0 and self.epochs >= 1, where, "lr must be > 0 and epochs >= 1")
         P.require(self.lr_step is None or self.lr_step >= 1, where, "lr_step must be >= 1 epoch")
         P.require(self.grad_clip is None or self.grad_clip > 0, where, "grad_clip must be > 0")
+        if self.precision not in PRECISIONS:
+            raise unknown("precision", self.precision, PRECISIONS, where)
 
 
 OPTIMIZERS = ("adam", "adamw", "sgd")
