@@ -70,6 +70,30 @@ def setting_name(key: str) -> str:
     return key[len("method."):] if key.startswith("method.") else key
 
 
+# Settings added after result files had been written, each with the value that reproduces what such an
+# older file computed (PAR heads used to split D; everything else kept today's default). A result file
+# lacking one of these reads it with that value wherever the setting exists.
+LEGACY_DEFAULTS = {"train.precision": "fp32", "method.scorer": "vectorised", "method.time_budget_s": None,
+                   "method.heads": "split"}
+
+
+def with_legacy_defaults(old: dict[str, Any], current: dict[str, Any]) -> dict[str, Any]:
+    """Resolved config ``old`` (from a result file) with :data:`LEGACY_DEFAULTS` filled in for the settings
+    that ``current`` (a resolved config or a dataclass's fields) has and ``old`` lacks."""
+    flat_old, flat_new = flatten(old), flatten(current)
+    filled = {k: v for k, v in LEGACY_DEFAULTS.items() if k in flat_new and k not in flat_old}
+    if not filled:
+        return old
+    out = json.loads(json.dumps(old))
+    for key, value in filled.items():
+        *parents, leaf = key.split(".")
+        node = out
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = value
+    return out
+
+
 def diff(base: dict[str, Any], config: dict[str, Any]) -> dict[str, Any]:
     """Settings of resolved ``config`` that differ from resolved ``base`` (neutral ones ignored)."""
     a, b = flatten(base), flatten(config)

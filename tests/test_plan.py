@@ -60,3 +60,15 @@ def test_plan_records_epochs_sets_and_init(tiny_task):
 def test_plan_rejects_unknown_names_from_sweeps(tiny_task):
     with pytest.raises(ConfigError, match="did you mean"):
         plan.plan(tiny_task, [], ["swmp.K=8,16"], ["swamp"], [0])
+
+
+def test_older_result_files_read_added_settings_with_their_old_values():
+    old = {"train": {"lr": 0.1}, "method": {"method": "swamp_par", "H": 2}}
+    now = {"train": {"lr": 0.1, "precision": "fp32"}, "method": {"method": "swamp_par", "H": 2, "heads": "concat"}}
+    filled = plan.with_legacy_defaults(old, now)
+    assert filled == {"train": {"lr": 0.1, "precision": "fp32"}, "method": {"method": "swamp_par", "H": 2,
+                                                                            "heads": "split"}}
+    assert old["method"] == {"method": "swamp_par", "H": 2}  # not modified in place
+    assert plan.diff(filled, now) == {"heads": "concat"}  # PAR heads used to split D: a different model
+    contrastive = {"method": {"method": "contrastive", "margin": 0.1}}
+    assert plan.with_legacy_defaults(contrastive, contrastive) is contrastive  # nothing it lacks
