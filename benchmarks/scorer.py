@@ -11,6 +11,15 @@ LAMBDA_SOFTMAX = {"t2i": 9.0, "i2t": 4.0}  # SCAN's Flickr30K settings
 LAMBDA_LSE = {"t2i": 6.0, "i2t": 5.0}
 
 
+def chunk() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The fixed chunk: unit regions (n_i, R, D), unit words (n_c, L, D) and lengths (n_c,) in 4..L."""
+    g = torch.Generator().manual_seed(common.SEED)
+    images = F.normalize(torch.randn(IMAGES, REGIONS, DIM, generator=g), dim=2)  # (n_i, R, D)
+    captions = F.normalize(torch.randn(CAPTIONS, MAX_WORDS, DIM, generator=g), dim=2)  # (n_c, L, D)
+    lengths = torch.randint(4, MAX_WORDS + 1, (CAPTIONS,), generator=g)  # (n_c,)
+    return images, captions, lengths
+
+
 class ScanScorer:
     """``baselines.scan.xattn_similarity`` (no gradient) per direction and pooling.
 
@@ -26,10 +35,7 @@ class ScanScorer:
             from baselines.scan import xattn_similarity
         except ImportError as err:
             raise NotImplementedError(f"no SCAN scorer in this revision: {err}") from None
-        g = torch.Generator().manual_seed(common.SEED)
-        images = F.normalize(torch.randn(IMAGES, REGIONS, DIM, generator=g), dim=2)  # (n_i, R, D)
-        captions = F.normalize(torch.randn(CAPTIONS, MAX_WORDS, DIM, generator=g), dim=2)  # (n_c, L, D)
-        lengths = torch.randint(4, MAX_WORDS + 1, (CAPTIONS,), generator=g)  # (n_c,)
+        images, captions, lengths = chunk()
         direction, agg = variant.split("_")
         kw = dict(direction=direction, agg=agg, lambda_softmax=LAMBDA_SOFTMAX[direction],
                   lambda_lse=LAMBDA_LSE[direction])
@@ -38,3 +44,27 @@ class ScanScorer:
     def time_xattn_similarity(self, variant: str) -> None:
         with torch.no_grad():
             self.score()
+
+
+class ScanOriginalScorer:
+    """SCAN's original test procedure (``baselines.scan_original.sharded_similarity``: float64 host arrays,
+    a Python loop over captions) on the same chunk as :class:`ScanScorer`, i2t and t2i AVG; n/a where the
+    revision lacks it. Its ratio to ``ScanScorer`` is the implementation's share of SCAN's test cost."""
+
+    params = [["t2i_avg", "i2t_avg"]]
+    param_names = ["variant"]
+
+    def setup(self, variant: str) -> None:
+        common.pin_threads()
+        try:
+            from baselines.scan_original import sharded_similarity
+        except ImportError as err:
+            raise NotImplementedError(f"no original SCAN procedure in this revision: {err}") from None
+        images, captions, lengths = chunk()
+        direction, agg = variant.split("_")
+        kw = dict(direction=direction, agg=agg, lambda_softmax=LAMBDA_SOFTMAX[direction],
+                  lambda_lse=LAMBDA_LSE[direction])
+        self.score = lambda: sharded_similarity(images, captions, lengths, **kw)
+
+    def time_sharded_similarity(self, variant: str) -> None:
+        self.score()

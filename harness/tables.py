@@ -183,9 +183,14 @@ def timing_rows(results: list[dict[str, Any]]) -> tuple[list[str], list[list[str
     rows = []
     for tag in _protocol_tags(results):
         for name, runs in groups.items():
-            rows.append(_timing_row(name, runs, groups[base], tag, mem_field) + _published_cells(
+            same = _baseline(groups, groups[base][0]["method"], _precision(runs[0]))
+            rows.append(_timing_row(name, runs, groups[same], tag, mem_field) + _published_cells(
                 published, runs[0]["method"], groups[base][0]["method"], tag))
     return header, rows
+
+
+def _precision(result: dict[str, Any]) -> str:
+    return (result.get("config") or {}).get("train", {}).get("precision", "fp32")
 
 
 def _protocol_tags(results: list[dict[str, Any]]) -> list[str]:
@@ -202,9 +207,12 @@ def _folds(tag: str) -> int:
     return int(tag[1:-len("folds")]) if tag else 1
 
 
-def _baseline(groups: dict[str, list[dict[str, Any]]], method: str | None) -> str:
-    """Run name of the method ratios refer to: ``method`` when it ran, else the first run."""
-    return next((name for name, runs in groups.items() if runs[0]["method"] == method), next(iter(groups)))
+def _baseline(groups: dict[str, list[dict[str, Any]]], method: str | None, precision: str = "fp32") -> str:
+    """Run name of the method ratios refer to: ``method`` when it ran (under ``precision`` when it ran under
+    several), else the first run."""
+    runs_of = [name for name, runs in groups.items() if runs[0]["method"] == method]
+    same = [name for name in runs_of if _precision(groups[name][0]) == precision]
+    return (same or runs_of or list(groups))[0]
 
 
 def _timing_row(name: str, runs: list[dict[str, Any]], base: list[dict[str, Any]], tag: str,
@@ -256,10 +264,13 @@ def _ratio(values: list[float], base: list[float]) -> str:
 
 
 def timing_footnote(results: list[dict[str, Any]]) -> list[str]:
-    """The line explaining ≈ cells under the timing table (none when no time was extrapolated)."""
+    """Lines under the timing table: how ratios pair runs of several precisions, what ≈ cells mean."""
+    lines = []
+    if len({_precision(r) for r in results}) > 1:
+        lines.append("Ratios compare runs of the same train.precision.")
     if not any(r["profile"].get("extrapolated") for r in results):
-        return []
-    return ["≈: extrapolated. The method's time_budget_s stopped the test scoring after the share of the score "
+        return lines
+    return lines + ["≈: extrapolated. The method's time_budget_s stopped the test scoring after the share of the score "
             "matrix given in the score cell; score time = measured time / share scored, test time = measured "
             "encoding + extrapolated scoring. Nothing was ranked, so such a run has no accuracy."]
 
