@@ -73,29 +73,18 @@ def step_ratio(steps: dict[str, Callable[[], Any]], device: torch.device, n: int
     return median["swamp_par"] / median["contrastive_par"]
 
 
-class PARHeads:
-    """A SwAMP-PAR step with H = 2 heads side by side (concat: 2·p·D wide) or splitting D (p·D wide)."""
+class SwampParStep:
+    """A SwAMP-PAR step as the task declares it (H = 2 heads side by side, 2·p·D wide, fp32), with its heads
+    splitting D instead (p·D wide), and under bf16 autocast (on a CPU, tf32 changes nothing; the CUDA suite
+    has all three precisions)."""
 
-    params = [["swamp_par"], ["concat", "split"]]
-    param_names = ["method", "heads"]
+    params = [["default", "swamp_par.heads=split", "train.precision=bf16"]]
+    param_names = ["setting"]
 
-    def setup(self, method: str, heads: str) -> None:
-        self.step = step_for(method, (f"{method}.heads={heads}",))
+    def setup(self, setting: str) -> None:
+        self.step = step_for("swamp_par", () if setting == "default" else (setting,))
 
-    def time_train_step(self, method: str, heads: str) -> None:
-        self.step()
-
-
-class Precision:
-    """A SwAMP-PAR step under fp32 and bf16 autocast (on a CPU, tf32 changes nothing; the CUDA suite has all three)."""
-
-    params = [["swamp_par"], ["fp32", "bf16"]]
-    param_names = ["method", "precision"]
-
-    def setup(self, method: str, precision: str) -> None:
-        self.step = step_for(method, (f"train.precision={precision}",))
-
-    def time_train_step(self, method: str, precision: str) -> None:
+    def time_train_step(self, setting: str) -> None:
         self.step()
 
 

@@ -37,32 +37,26 @@ def test_known_answer_single_head():
     torch.testing.assert_close(par_pool(features, None, queries, temperature=0.5, heads=1)[0], expected)
 
 
-def test_concat_heads_are_independent_poolings_side_by_side():
+def pool_by_hand(queries: torch.Tensor, features: torch.Tensor) -> torch.Tensor:
+    """(B, k, D') attention-weighted sums softmax_n(q_k·x_n / 0.5) x_n, one query at a time."""
+    weights = torch.softmax(torch.einsum("kd,bnd->bkn", queries, features) / 0.5, -1)
+    return torch.einsum("bkn,bnd->bkd", weights, features)
+
+
+@pytest.mark.parametrize("mode, width", [("concat", 48), ("split", 24)])
+def test_heads_computed_by_hand(mode, width):
     torch.manual_seed(0)
-    par = PAR(dim=8, p=3, temperature=0.5, heads=2, mode="concat")
+    par = PAR(dim=8, p=3, temperature=0.5, heads=2, mode=mode)
     features = torch.randn(5, 4, 8)
     out = par(features)
-    assert out.shape == (5, 48) and par.out_dim == 48 == par_width(8, 3, 2, "concat")
+    assert out.shape == (5, width) and par.out_dim == width == par_width(8, 3, 2, mode)
     torch.testing.assert_close(out.norm(dim=1), torch.ones(5))
-    # Each head: its own 3 queries over all 8 dimensions; the heads concatenated, then L2-normalised.
-    weights = [torch.softmax(torch.einsum("kd,bnd->bkn", q, features) / 0.5, -1) for q in par.queries.detach().split(3)]
-    z = torch.cat([torch.einsum("bkn,bnd->bkd", w, features).reshape(5, -1) for w in weights], 1)
+    q = par.queries.detach()
+    if mode == "concat":  # each head: its own 3 queries over all 8 dimensions; heads side by side
+        z = torch.cat([pool_by_hand(head, features).reshape(5, -1) for head in q.split(3)], 1)
+    else:  # (3, 8) queries: each query's first half attends on the first half of D, its second on the second
+        z = torch.cat([pool_by_hand(q[:, lo:lo + 4], features[..., lo:lo + 4]) for lo in (0, 4)], 2).reshape(5, 24)
     torch.testing.assert_close(out, F.normalize(z, dim=1))
-
-
-def test_split_heads_attend_on_groups_of_dimensions():
-    torch.manual_seed(1)
-    par = PAR(dim=8, p=3, temperature=0.5, heads=2, mode="split")
-    features = torch.randn(5, 4, 8)
-    out = par(features)
-    assert out.shape == (5, 24) and par.out_dim == 24 == par_width(8, 3, 2, "split")
-    q = par.queries.detach()  # (3, 8): each query's first half attends on the first half of D
-    groups = []
-    for lo in (0, 4):
-        w = torch.softmax(torch.einsum("kd,bnd->bkn", q[:, lo:lo + 4], features[..., lo:lo + 4]) / 0.5, -1)
-        groups.append(torch.einsum("bkn,bnd->bkd", w, features[..., lo:lo + 4]))  # (5, 3, 4)
-    expected = F.normalize(torch.cat(groups, 2).reshape(5, 24), dim=1)
-    torch.testing.assert_close(out, expected)
 
 
 def test_one_head_reads_the_same_either_way():
