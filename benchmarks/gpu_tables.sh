@@ -38,7 +38,7 @@ SYNTHETIC=()   # overrides of the synthetic task
 if [ "$SMOKE" = 1 ]; then
     DEVICE=cpu
     BUDGET=0.001
-    SHAPES=(--set "dataset.images=[32,10,20]" --set dataset.regions=4 --set dataset.feature_dim=16
+    SHAPES=(--set "dataset.images=[32,10,260]" --set dataset.regions=4 --set dataset.feature_dim=16
             --set dataset.vocab_size=40 --set dataset.max_words=8 --set encoders.a.dim=8 --set encoders.b.dim=8
             --set encoders.b.word_dim=8 --set train.eval_batch_size=16)
     SYNTHETIC=(--epochs 1 --set dataset.pairs_per_class=20 --set "dataset.split_sizes=[240,80,80]")
