@@ -70,7 +70,7 @@ class SwAMPParams:
         require(not self.strict_queue or self.queue > self.K, where,
                 f"queue ({self.queue}) must exceed K ({self.K}) so the uniform class marginal is meaningful "
                 "(paper Sec. 3); raise queue, lower K, or set strict_queue: false for the queue ablation")
-        require(self.tau > 0 and self.eta > 0, where, "tau and eta must be > 0")
+        require(self.tau > 0 and self.eta > 0, where, f"tau and eta must be > 0, got tau={self.tau}, eta={self.eta}")
         require(self.lam >= 0 and self.contrastive_weight >= 0, where, "lambda and contrastive_weight must be >= 0")
         require(self.lam > 0 or self.contrastive_weight > 0, where, "lambda and contrastive_weight are both 0")
         require(self.sinkhorn_iters >= 1, where, "sinkhorn_iters must be >= 1")
@@ -170,6 +170,12 @@ class SwAMP(Method):
             emb_a, emb_b = gather_rows(emb_a), gather_rows(emb_b)  # (B_global, D)
         self.queue.push(emb_a, emb_b)
 
+    def contrastive_term(self, emb_a: torch.Tensor, emb_b: torch.Tensor, distributed: bool) -> torch.Tensor:
+        """L_contrastive of Eq. 6: the VSE++ hinge with negatives from this process's rows (a subclass may
+        pick another contrastive loss); a sum, so scaled for DDP's gradient mean when ``distributed``."""
+        l_c = hinge_max_violation(emb_a, emb_b, self.params.margin)
+        return global_batch_sum(l_c) if distributed else l_c
+
     def loss(self, x_a: Any, x_b: Any) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         p = self.params
         distributed = is_distributed()  # decided once per step; everything below follows it
@@ -180,9 +186,7 @@ class SwAMP(Method):
         logs = {"swamp": l_s.detach()}
         total = p.lam * l_s
         if p.contrastive_weight > 0:
-            l_c = hinge_max_violation(emb_a, emb_b, p.margin)  # negatives from this process's rows
-            if distributed:
-                l_c = global_batch_sum(l_c)  # DDP's gradient mean then yields the sum over processes
+            l_c = self.contrastive_term(emb_a, emb_b, distributed)
             total = total + p.contrastive_weight * l_c
             logs["contrastive"] = l_c.detach()
         logs["loss"] = total.detach()

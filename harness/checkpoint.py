@@ -11,11 +11,14 @@
 from __future__ import annotations
 
 import json
+import pickle
 import random
+import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Mapping
 
 import torch
+from torch import nn
 
 from harness.errors import ConfigError
 from harness.method import Method
@@ -93,22 +96,58 @@ def checkpoint_of(path: Path) -> Path:
 
 
 def init_label(path: Path) -> str:
-    """How an initialisation is named in run folders: the source run's folder name."""
-    return path.parent.name
+    """How an initialisation is named in run folders: the source run's folder name for one of our runs
+    (``seed<k>.json`` / ``seed<k>.pt``), the file's stem for any other state dict."""
+    return path.parent.name if re.fullmatch(r"seed\d+\.(json|pt)", path.name) else path.stem
+
+
+# Readers of encoder weights saved by other code: name -> function(state, the method's encoders by
+# modality) returning this harness's keys ('encoders.<modality>.<parameter>'), or None when the state
+# is not in that format. Encoder modules register theirs (harness.encoders.gated: HowTo100M's model).
+STATE_FORMATS: dict[str, Callable[[Mapping[str, torch.Tensor], Mapping[str, nn.Module]],
+                                  dict[str, torch.Tensor] | None]] = {}
+
+
+def read_state(path: Path) -> dict[str, torch.Tensor]:
+    """A flat state dict (parameter name -> tensor) from a torch file."""
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except (OSError, EOFError, RuntimeError, pickle.UnpicklingError) as err:
+        raise ConfigError(f"--init {path}: cannot read it as a torch state dict: {err}") from err
+    if not isinstance(state, Mapping) or not all(isinstance(v, torch.Tensor) for v in state.values()):
+        raise ConfigError(f"--init {path} must hold a flat state dict (parameter name -> tensor)")
+    return dict(state)
+
+
+def encoder_state(state: Mapping[str, torch.Tensor], method: Method, path: Path) -> tuple[dict[str, torch.Tensor], str]:
+    """The state's encoder weights under this harness's names, and the format they were found in."""
+    if any(k.startswith("encoders.") for k in state):
+        return dict(state), "harness"
+    for name, translate in STATE_FORMATS.items():
+        found = translate(state, method.encoders)
+        if found is not None:
+            return found, name
+    raise ConfigError(f"--init {path}: no encoder weights found; expected keys 'encoders.<a|b>.<parameter>' (this "
+                      f"harness's state dicts) or one of the formats {sorted(STATE_FORMATS)}; found e.g. "
+                      f"{list(state)[:3]}")
 
 
 def load_encoders(method: Method, path: Path) -> list[str]:
-    """Copy the encoder weights of a checkpoint into ``method`` (everything else stays as built);
-    return the copied keys. Missing or differently shaped encoder weights are an error."""
-    ckpt = checkpoint_of(path)
-    state = torch.load(ckpt, map_location="cpu", weights_only=True)
-    own = {k: v for k, v in method.state_dict().items() if k.startswith("encoders.")}
+    """Copy the encoder weights of a checkpoint, result file or state dict into ``method`` (everything else
+    stays as built); return the copied keys. Frozen parameters (fixed weights that come with the data, such
+    as word2vec vectors) keep the data's values and need not be in the file. A missing or differently
+    shaped trainable encoder weight is an error."""
+    state, kind = encoder_state(read_state(checkpoint_of(path)), method, path)
+    frozen = {f"encoders.{n}" for n, p in method.encoders.named_parameters() if not p.requires_grad}
+    own = {k: v for k, v in method.state_dict().items() if k.startswith("encoders.") and k not in frozen}
     missing = [k for k in own if k not in state]
     wrong = [f"{k} {tuple(state[k].shape)} vs {tuple(v.shape)}" for k, v in own.items()
              if k in state and state[k].shape != v.shape]
     if missing or wrong:
+        hint = ("; HowTo100M's model holds no word table (it reads word2vec vectors): set dataset.word_vectors"
+                if kind == "howto100m" and any(k.endswith(".embed.weight") for k in missing) else "")
         raise ConfigError(f"--init {path}: its encoders do not match this task's "
-                          f"(missing: {missing[:3]}, shape mismatch: {wrong[:3]}); "
-                          "initialise from a run of the same task with the same encoders")
+                          f"(missing: {missing[:3]}, shape mismatch: {wrong[:3]}){hint}; initialise from a run of "
+                          "the same task with the same encoders, or a state dict with these keys and shapes")
     method.load_state_dict({k: state[k] for k in own}, strict=False)
     return list(own)

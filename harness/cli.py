@@ -2,12 +2,12 @@
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from pathlib import Path
 
-from harness.errors import ConfigError
-
-TASKS_DIR = Path(__file__).resolve().parent.parent / "tasks"
+from harness.errors import ConfigError, RunError, did_you_mean, one_line
+from harness.spec_checks import SHIPPED as TASKS_DIR
 
 
 def parse_seeds(text: str) -> list[int]:
@@ -27,8 +27,25 @@ def parse_seeds(text: str) -> list[int]:
     return seeds
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse whose usage errors are ConfigErrors: one line and exit status 2, like any other bad input."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        choice = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)", message)
+        hint = did_you_mean(choice.group(1), re.findall(r"'([^']*)'", choice.group(2))) if choice else ""
+        raise ConfigError(f"{message}{hint}; see `{self.prog} --help`")
+
+
+def _unrecognized(parser: argparse.ArgumentParser, extra: list[str]) -> ConfigError:
+    """Unknown options of a subcommand, with the closest valid option."""
+    options = [o for action in parser._actions for o in action.option_strings]
+    flag = next((e for e in extra if e.startswith("-")), extra[0]).split("=")[0]
+    return ConfigError(f"unrecognized arguments: {' '.join(extra)}{did_you_mean(flag, options)}; "
+                       f"see `{parser.prog} --help`")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m harness", description="SwAMP Bench: cross-modal retrieval benchmarks")
+    parser = _Parser(prog="python -m harness", description="SwAMP Bench: cross-modal retrieval benchmarks")
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="train and test methods of a task; write results and tables")
     run.add_argument("task", help="task YAML, e.g. tasks/synthetic.yaml")
@@ -49,6 +66,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--data-root", default=None, help="dataset folder (sets dataset.root)")
     run.add_argument("--out", default="results", help="results folder (default: results/)")
     run.add_argument("--no-progress", action="store_true", help="hide progress bars")
+    run.add_argument("--on-nan", choices=("stop", "skip"), default="stop",
+                     help="a step with a NaN or infinite loss: stop the run there (default) or skip its update")
     lst = sub.add_parser("list", help="tasks and the methods each declares; registered components")
     lst.add_argument("--tasks-dir", default=str(TASKS_DIR))
     table = sub.add_parser("table", help="re-render tables from saved result files")
@@ -56,6 +75,8 @@ def build_parser() -> argparse.ArgumentParser:
     table.add_argument("--format", default="simple", help="console format (tabulate name; md and tex also accepted)")
     table.add_argument("--reference", default=None, metavar="RUN",
                        help="mark significant differences from this run, e.g. contrastive")
+    table.add_argument("--split", choices=("test", "val"), default="test",
+                       help="val: print the validation metrics of each run's selected epoch (writes no file)")
     plot = sub.add_parser("plot", help="metric against a swept setting, one line per method (PNG and PDF)")
     plot.add_argument("folder", help="results folder of one task, e.g. results/ablations/synthetic")
     plot.add_argument("--x", required=True, metavar="NAME.KEY", help="swept setting, e.g. swamp.K or train.lr")
@@ -82,14 +103,16 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--factor", type=float, default=DEFAULT_FACTOR,
                        help=f"after/before ratio that fails the gate (default: {DEFAULT_FACTOR}, from measured noise)")
     bench.add_argument("--bench", default=None, metavar="REGEX", help="only benchmarks matching REGEX (asv's -b)")
+    parser.set_defaults(subcommands=sub.choices)
     return parser
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     import torch
 
-    from harness import checkpoint, plan, runner, tables
+    from harness import checkpoint, plan, preflight, runner, tables
     from harness import distributed as dd
+    from harness.results import result_path
 
     overrides = list(args.overrides) + ([f"dataset.root={args.data_root}"] if args.data_root else [])
     init = Path(args.init) if args.init else None
@@ -99,14 +122,17 @@ def cmd_run(args: argparse.Namespace) -> int:
                      parse_seeds(args.seeds), args.epochs, checkpoint.init_label(init) if init else None)
     names = list(dict.fromkeys(r.run_name for r in runs))
     if args.reference is not None and args.reference not in names:
-        raise ConfigError(f"--reference {args.reference!r} is not among this command's runs: {', '.join(names)}")
+        raise ConfigError(f"--reference {args.reference!r} is not among this command's runs: {', '.join(names)}"
+                          f"{did_you_mean(args.reference, names)}; name one of them")
+    out = Path(args.out)
+    preflight.check_out(out, [result_path(out, r.spec.name, r.run_name, r.seed).parent for r in runs])
     device = runner.resolve_device(args.device)
     info = dd.init_from_env(device.type)  # torchrun: join the process group; otherwise a single process
     if info.world_size > 1 and device.type == "cuda":
         device = torch.device("cuda", info.local_rank)
     try:
         results = _run_all(runs, runner.RunOptions(device=device, out=Path(args.out), progress=not args.no_progress,
-                                                   force=args.force, init=init, dist=info))
+                                                   force=args.force, init=init, dist=info, on_nan=args.on_nan))
     finally:
         dd.shutdown()
     if not info.is_main:
@@ -120,24 +146,46 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def _run_all(runs: list, opts) -> list[dict]:
     """Run (or skip, when finished) every planned run; the result dicts, on rank 0."""
-    from harness import runner
+    from harness import preflight, runner
 
     finished = [runner.finished_result(run, opts) for run in runs]  # conflicts fail before any training
     results, data, data_key = [], None, None
     for i, (run, done) in enumerate(zip(runs, finished), 1):
+        tag = f"[{i}/{len(runs)}] {run.run_name} seed{run.seed}"
         if done is not None:
             if opts.dist.is_main:
-                print(f"[{i}/{len(runs)}] {run.run_name} seed{run.seed}: finished earlier, skipped "
-                      f"({done['_path']}; --force re-runs it)")
+                print(f"{tag}: finished earlier, skipped ({done['_path']}; --force re-runs it)")
             results.append(done)
             continue
-        key = repr(run.spec.resolved(run.method)["dataset"])
-        if key != data_key:
-            data, data_key = runner.load_data(run.spec), key
-        result = runner.run_one(run, data, opts)
+        if _data_key(run) != data_key:
+            data, data_key = runner.load_data(run.spec), _data_key(run)
+            preflight.check_builds([r for r, d in zip(runs, finished) if d is None and _data_key(r) == data_key], data)
+        result = _run_locked(run, data, opts, tag)
         if result is not None:
             results.append(result)
     return results
+
+
+def _data_key(run) -> str:
+    return repr(run.spec.resolved(run.method)["dataset"])
+
+
+def _run_locked(run, data, opts, tag: str) -> dict | None:
+    """``runner.run_one`` holding the run's lock (``harness.locks``): a second process reaching the same
+    (task, run, seed) waits, then skips it when the first one finished it."""
+    from harness import distributed as dd
+    from harness import locks, runner
+    from harness.results import result_path
+
+    path = result_path(opts.out, run.spec.name, run.run_name, run.seed)
+    with locks.run_lock(path, lambda holder: print(f"{tag}: waiting for {holder}", flush=True),
+                        enabled=opts.dist.is_main) as waited:
+        done = dd.from_main(lambda: runner.finished_result(run, opts) if waited else None, opts.dist)
+        if done is None:
+            return runner.run_one(run, data, opts)
+    if opts.dist.is_main:
+        print(f"{tag}: finished by the other process while this one waited, skipped ({done['_path']})")
+    return done
 
 
 def _print_tables(results: list[dict], reference: str | None = None) -> None:
@@ -175,6 +223,10 @@ def cmd_table(args: argparse.Namespace) -> int:
         raise ConfigError(f"no result files (<method>/seed<k>.json) under {folder}")
     for task in sorted({r["task"] for r in results}):
         subset = [r for r in results if r["task"] == task]
+        if args.split == "val":
+            rendered = tables.render([tables.validation_view(r) for r in subset], args.format, reference=args.reference)
+            print(f"Task {task}\n\nValidation split, selected epoch of each run\n{rendered['accuracy']}\n")
+            continue
         rendered = tables.render(subset, args.format, reference=args.reference)
         print(f"Task {task}\n\nAccuracy\n{rendered['accuracy']}\n\nTiming ({tables.hardware_line(subset)})\n{rendered['timing']}\n")
         tables.write_tables(subset, folder if len({r['task'] for r in results}) == 1 else folder / task,
@@ -207,11 +259,19 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    handler = {"run": cmd_run, "list": cmd_list, "table": cmd_table, "plot": cmd_plot, "clusters": cmd_clusters,
-               "ensemble": cmd_ensemble, "bench": cmd_bench}[args.command]
+    """Run one command; bad input exits with status 2 and a run that stopped with status 3, each with
+    one ``error:`` line on stderr."""
     try:
+        parser = build_parser()
+        args, extra = parser.parse_known_args(argv)
+        if extra:
+            raise _unrecognized(args.subcommands[args.command], extra)
+        handler = {"run": cmd_run, "list": cmd_list, "table": cmd_table, "plot": cmd_plot, "clusters": cmd_clusters,
+                   "ensemble": cmd_ensemble, "bench": cmd_bench}[args.command]
         return handler(args)
     except ConfigError as err:
-        print(f"error: {err}", file=sys.stderr)
+        print(f"error: {one_line(err)}", file=sys.stderr)
         return 2
+    except RunError as err:
+        print(f"error: {one_line(err)}", file=sys.stderr)
+        return 3

@@ -168,10 +168,17 @@ class Split:
 
 @dataclass
 class PairedData:
-    """All splits of a task's dataset plus a description for result files."""
+    """All splits of a task's dataset plus a description for result files.
+
+    ``fixed_weights`` holds weights that come with the data rather than from training, by
+    modality, as state-dict entries of that modality's encoder (word2vec vectors of the
+    caption vocabulary: ``{"b": {"embed.weight": (V, D)}}``); the encoders are built, then
+    these are copied in and frozen (:func:`harness.runner.build_method`).
+    """
 
     splits: dict[str, Split]
     info: dict[str, Any] = field(default_factory=dict)
+    fixed_weights: dict[str, dict[str, torch.Tensor]] = field(default_factory=dict)
 
     def __getitem__(self, name: str) -> Split:
         if name not in self.splits:

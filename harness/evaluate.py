@@ -14,8 +14,8 @@ import torch
 from harness.data import Split, concat, take, to_device
 from harness.errors import ConfigError
 from harness.method import Method
-from harness.metrics import (class_relevance, mean_over_folds, pair_relevance, query_ranks, recall_sum,
-                             summarize_ranks)
+from harness.metrics import (class_relevance, mean_over_folds, pair_relevance, precision_metrics, query_ranks,
+                             recall_sum, summarize_ranks)
 from harness.spec import DIRECTIONS, MetricSpec, fold_prefix
 
 Fold = tuple[torch.Tensor, torch.Tensor]  # (a indices, b indices)
@@ -111,7 +111,11 @@ def _rank(sims: torch.Tensor, b_to_a: torch.Tensor, labels_a: torch.Tensor | Non
             query = query_ranks(s, rel)
             if ranks is not None:
                 ranks[f"{direction}/{relevance}"] = query
-            for name, value in summarize_ranks(query, metrics.ks).items():
+            stats = summarize_ranks(query, metrics.ks)
+            if metrics.precision_stats():
+                stats.update(precision_metrics(s, rel, ap=metrics.map, ap_ks=metrics.map_at,
+                                               precision_ks=metrics.precision_at))
+            for name, value in stats.items():
                 out[f"{direction}/{prefix[relevance]}{name}"] = value
     if metrics.rsum:
         out["rsum"] = recall_sum(out, metrics.directions, metrics.ks)

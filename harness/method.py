@@ -13,6 +13,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from harness.errors import ConfigError
+
 
 class Method(nn.Module):
     """Base class: L2-normalised embeddings per modality, cosine similarity."""
@@ -30,7 +32,8 @@ class Method(nn.Module):
         """Output width shared by both encoders (they must agree)."""
         dims = {m: enc.out_dim for m, enc in self.encoders.items()}
         if len(set(dims.values())) != 1:
-            raise ValueError(f"encoders disagree on the embedding size: {dims}")
+            raise ConfigError(f"encoders disagree on the embedding size: {dims}; give encoders.a and encoders.b "
+                              "the same output size (dim)")
         return next(iter(dims.values()))
 
     @property

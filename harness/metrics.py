@@ -3,6 +3,9 @@
 Rank convention: a query's rank is 1 + the number of non-relevant gallery items that
 score at least as high as its best-scoring relevant item. Ties count against the
 method, so a collapsed embedding (all scores equal) ranks last, never first.
+Average precision follows the same rule: every item scoring at least as high as a
+relevant item counts as ranked above it (:func:`average_precisions`). NaN scores count
+as -inf: never a hit.
 """
 from __future__ import annotations
 
@@ -17,10 +20,7 @@ def query_ranks(sims: torch.Tensor, relevant: torch.Tensor, chunk_elems: int = 2
     Works in row chunks of about ``chunk_elems`` scores so that the temporaries stay a
     small fraction of the (Q, G) matrix. NaN scores count as -inf (never a hit).
     """
-    if sims.shape != relevant.shape or sims.ndim != 2:
-        raise ValueError(f"sims {tuple(sims.shape)} and relevant {tuple(relevant.shape)} must be equal (Q, G)")
-    if relevant.dtype != torch.bool:
-        raise ValueError(f"relevant must be a bool mask, got {relevant.dtype}")
+    _check_mask(sims, relevant)
     rows = max(1, chunk_elems // max(1, sims.shape[1]))
     ranks = []
     for lo in range(0, sims.shape[0], rows):
@@ -95,3 +95,87 @@ def mean_over_folds(per_fold: list[dict[str, float]], directions: tuple[str, ...
     if "rsum" in out:
         out["rsum"] = recall_sum(out, directions, ks)
     return out
+
+
+def _pessimistic_order(sims: torch.Tensor, relevant: torch.Tensor) -> torch.Tensor:
+    """Gallery indices (Q, G) by decreasing score, non-relevant items before relevant ones among
+    tied scores (ties count against the method). NaN scores count as -inf."""
+    sims = torch.nan_to_num(sims.double(), nan=-math.inf)
+    by_relevance = torch.sort(relevant.to(torch.int8), dim=1, stable=True).indices  # non-relevant first
+    by_score = torch.sort(sims.gather(1, by_relevance), dim=1, descending=True, stable=True).indices
+    return by_relevance.gather(1, by_score)
+
+
+def _group_ends(sorted_sims: torch.Tensor) -> torch.Tensor:
+    """(Q, G) index of the last position of each position's run of equal scores (rows sorted)."""
+    q, g = sorted_sims.shape
+    last = torch.ones(q, g, dtype=torch.bool, device=sorted_sims.device)
+    last[:, :-1] = sorted_sims[:, :-1] != sorted_sims[:, 1:]
+    position = torch.arange(g, device=sorted_sims.device).expand(q, g)
+    ends = torch.where(last, position, torch.full_like(position, g))
+    return ends.flip(1).cummin(1).values.flip(1)
+
+
+def average_precisions(sims: torch.Tensor, relevant: torch.Tensor, *, k: int | None = None,
+                       chunk_elems: int = 2**22) -> torch.Tensor:
+    """Average precision (float64, shape (Q,)) of each query's ranking of the whole gallery, or of its
+    top ``k`` (AP@k).
+
+    AP = Σ over relevant items j of P(j) / (number of relevant items), where P(j) = (relevant items
+    scoring at least as high as j) / (items scoring at least as high as j): every item tied with j
+    counts as ranked above it, the rule of :func:`query_ranks` (it equals scikit-learn's
+    ``average_precision_score``, which also pools tied scores). AP@k applies the same rule to the
+    top ``k`` items of the ranking, ties broken against the method (non-relevant first) at the
+    cut, and divides by the relevant items within the top k (0 when there are none), as scikit-learn
+    on the truncated list. NaN scores count as -inf, so they are never ranked above anything.
+    """
+    _check_mask(sims, relevant)
+    if k is not None and k < 1:
+        raise ValueError(f"k must be >= 1, got {k}")
+    rows = max(1, chunk_elems // max(1, sims.shape[1]))
+    out = []
+    for lo in range(0, sims.shape[0], rows):
+        s, rel = sims[lo:lo + rows], relevant[lo:lo + rows]
+        order = _pessimistic_order(s, rel)[:, :k]  # (q, k or G)
+        s_sorted = torch.nan_to_num(s.double(), nan=-math.inf).gather(1, order)
+        hits = rel.gather(1, order).double()
+        ends = _group_ends(s_sorted)
+        precision = hits.cumsum(1).gather(1, ends) / (ends + 1).double()  # P at each tied run's end
+        n_relevant = hits.sum(1)
+        out.append(torch.where(n_relevant > 0, (hits * precision).sum(1) / n_relevant.clamp_min(1), 0.0))
+    return torch.cat(out) if out else sims.new_zeros(0, dtype=torch.float64)
+
+
+def precisions_at(sims: torch.Tensor, relevant: torch.Tensor, k: int, chunk_elems: int = 2**22) -> torch.Tensor:
+    """Share of each query's top ``k`` items that are relevant (float64, shape (Q,)), ties at the cut
+    broken against the method; with fewer than ``k`` gallery items, the share of the whole gallery."""
+    _check_mask(sims, relevant)
+    if k < 1:
+        raise ValueError(f"k must be >= 1, got {k}")
+    rows = max(1, chunk_elems // max(1, sims.shape[1]))
+    out = []
+    for lo in range(0, sims.shape[0], rows):
+        s, rel = sims[lo:lo + rows], relevant[lo:lo + rows]
+        top = _pessimistic_order(s, rel)[:, :k]
+        out.append(rel.gather(1, top).double().mean(1))
+    return torch.cat(out) if out else sims.new_zeros(0, dtype=torch.float64)
+
+
+def precision_metrics(sims: torch.Tensor, relevant: torch.Tensor, *, ap: bool = True,
+                      ap_ks: tuple[int, ...] = (), precision_ks: tuple[int, ...] = ()) -> dict[str, float]:
+    """Mean average precision over queries as percentages: 'mAP' (whole gallery), 'mAP@k', 'P@k'."""
+    out: dict[str, float] = {}
+    if ap:
+        out["mAP"] = float(average_precisions(sims, relevant).mean() * 100.0)
+    for k in ap_ks:
+        out[f"mAP@{k}"] = float(average_precisions(sims, relevant, k=k).mean() * 100.0)
+    for k in precision_ks:
+        out[f"P@{k}"] = float(precisions_at(sims, relevant, k).mean() * 100.0)
+    return out
+
+
+def _check_mask(sims: torch.Tensor, relevant: torch.Tensor) -> None:
+    if sims.shape != relevant.shape or sims.ndim != 2:
+        raise ValueError(f"sims {tuple(sims.shape)} and relevant {tuple(relevant.shape)} must be equal (Q, G)")
+    if relevant.dtype != torch.bool:
+        raise ValueError(f"relevant must be a bool mask, got {relevant.dtype}")

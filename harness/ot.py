@@ -47,10 +47,18 @@ def _global_rows(n: int, like: torch.Tensor) -> int:
     return int(total)
 
 
+def working_dtype(dtype: torch.dtype) -> torch.dtype:
+    """float32 for 16-bit inputs (their 8- or 11-bit mantissa turns eta * log p in the thousands into
+    garbage), the input's own dtype otherwise."""
+    return torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
+
+
 @torch.no_grad()
 def log_softmax_nograd(logits: torch.Tensor) -> torch.Tensor:
-    """Row-wise log-softmax without gradient, denormal-free (same values as F.log_softmax up to 1e-35)."""
-    return logits - _logsumexp_(logits.clone(), 1)
+    """Row-wise log-softmax without gradient, denormal-free (same values as F.log_softmax up to 1e-35);
+    computed in :func:`working_dtype`, returned in the input's dtype."""
+    x = logits.to(working_dtype(logits.dtype))
+    return (x - _logsumexp_(x.clone(), 1)).to(logits.dtype)
 
 
 @torch.no_grad()
@@ -59,7 +67,8 @@ def sinkhorn(logits: torch.Tensor, eta: float, n_iters: int = 3, *, distributed:
 
     Each iteration rescales the class marginals to 1/K, then the item marginals to 1/N
     (SwAV's order); the result is q = N * Q, whose rows sum to 1. ``logits`` is usually
-    log p(y|x) (N, K). No gradient flows; dtype and device follow ``logits``.
+    log p(y|x) (N, K). No gradient flows; dtype and device follow ``logits`` (16-bit inputs are solved
+    in float32 and the result rounded back).
 
     ``distributed=True``: ``logits`` holds this process's rows of a problem whose N rows are
     spread over every process of the initialised default group (all must call it, a process
@@ -73,13 +82,21 @@ def sinkhorn(logits: torch.Tensor, eta: float, n_iters: int = 3, *, distributed:
     if distributed and not (dist.is_available() and dist.is_initialized()):
         raise RuntimeError("sinkhorn(distributed=True) needs an initialised torch.distributed process group; "
                            "pass distributed=False in a single process")
-    m = logits.detach() * eta  # (n, K) = log of the kernel exp(-eta * C); n = N unless distributed
+    m = logits.detach().to(working_dtype(logits.dtype)) * eta  # (n, K) log kernel; n = N unless distributed
     n, k = m.shape
     n_total = _global_rows(n, m) if distributed else n
     column_lse_ = _logsumexp_global_columns_ if distributed else lambda t: _logsumexp_(t, 0)
     f = m.new_zeros(n, 1)  # log u
     g = m.new_zeros(1, k)  # log v
-    for _ in range(n_iters):
+    for i in range(n_iters):
         g = -(column_lse_(m + f) + math.log(k))  # columns sum to 1/K
-        f = -(_logsumexp_(m + g, 1) + math.log(n_total))  # rows sum to 1/N
-    return (m + f + g + math.log(n_total)).clamp_min_(_EXP_FLOOR).exp_()
+        if i + 1 < n_iters:
+            f = -(_logsumexp_(m + g, 1) + math.log(n_total))  # rows sum to 1/N
+    return _softmax_rows_(m + g).to(logits.dtype)  # the last row step: q = N * Q, rows sum to 1
+
+
+def _softmax_rows_(t: torch.Tensor) -> torch.Tensor:
+    """Row-wise softmax of ``t`` (n, K), in place: rows sum to 1 up to one rounding, however large the
+    entries (exp(t + f) with f = -logsumexp would lose that once |t| reaches the thousands)."""
+    t = t.sub_(t.amax(1, keepdim=True)).clamp_min_(_EXP_FLOOR).exp_()
+    return t.div_(t.sum(1, keepdim=True))

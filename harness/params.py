@@ -31,9 +31,9 @@ def keys(cls: type) -> list[str]:
 
 def parse(cls: type[P], raw: Mapping[str, Any] | None, where: str) -> P:
     """Validate ``raw`` against the dataclass ``cls`` and build it; ``where`` prefixes errors."""
+    if raw is not None and not isinstance(raw, Mapping):
+        raise ConfigError(f"{where} must be a mapping of KEY: VALUE, got {raw!r} ({type(raw).__name__})")
     raw = dict(raw or {})
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{where} must be a mapping, got {type(raw).__name__}")
     hints = typing.get_type_hints(cls)
     by_key = {yaml_key(f): f for f in dataclasses.fields(cls)}
     values = {}

@@ -17,8 +17,8 @@ from harness import spec as specs
 from harness.errors import ConfigError
 from harness.spec import TaskSpec
 
-# Settings that change where data is read from, never what a run computes.
-NEUTRAL = ("dataset.root",)
+# Settings that change where data is read from (or cached), never what a run computes.
+NEUTRAL = ("dataset.root", "dataset.vocab_cache")
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,6 @@ full test retrieval (timed by part), write the result file, its checkpoint and p
 from __future__ import annotations
 
 import json
-import os
 import time
 from dataclasses import dataclass, field
 from functools import partial
@@ -18,15 +17,16 @@ from tqdm.auto import tqdm
 from harness import checkpoint as ckpt
 from harness import distributed as dd
 from harness import evaluate as ev
-from harness import plan
+from harness import guards
+from harness import plan, preflight
 from harness import precision as prec
 from harness import train as tr
 from harness.data import PairedData, Split
-from harness.errors import ConfigError
+from harness.errors import ConfigError, did_you_mean
 from harness.method import Method
 from harness.profiling import Profiler
 from harness.registry import ENCODERS, METHODS, SOURCES
-from harness.results import SCHEMA, environment, result_path, save_checkpoint, write_json_atomic
+from harness.results import SCHEMA, atomic_write, environment, result_path, save_checkpoint, write_json_atomic
 from harness.plan import Run
 from harness.spec import MetricSpec, TaskSpec
 
@@ -38,9 +38,13 @@ def resolve_device(name: str) -> torch.device:
     try:
         device = torch.device(name)
     except RuntimeError as err:
-        raise ConfigError(f"--device {name!r} is not a device name; use auto, cpu, cuda or cuda:N") from err
+        raise ConfigError(f"--device {name!r} is not a device name{did_you_mean(name, ('auto', 'cpu', 'cuda'))}; "
+                          "use auto, cpu, cuda or cuda:N") from None
     if device.type == "cuda" and not torch.cuda.is_available():
         raise ConfigError(f"--device {name}: CUDA is not available on this machine; use --device cpu")
+    if device.type == "cuda" and (device.index or 0) >= torch.cuda.device_count():
+        raise ConfigError(f"--device {name}: this machine has {torch.cuda.device_count()} CUDA device(s); "
+                          f"use cuda:0 to cuda:{torch.cuda.device_count() - 1}")
     if device.type not in ("cpu", "cuda"):
         raise ConfigError(f"--device {name}: only cpu and cuda are supported")
     return device
@@ -49,21 +53,32 @@ def resolve_device(name: str) -> torch.device:
 def load_data(spec: TaskSpec) -> PairedData:
     """Load the task's dataset through its registered source; check that every fold protocol fits it."""
     data = SOURCES.get(spec.dataset.kind).load(spec.dataset.params)
-    for name in ("val", "test"):
-        n_items = len(data[name].a)
-        bad = [n for n in spec.metrics.folds if n_items % n]
-        if bad:
-            raise ConfigError(f"{spec.path}: metrics.folds {bad} do not divide the {n_items} a-items of the "
-                              f"{name} split into equal folds; use divisors of {n_items}")
+    preflight.check_data(spec, data)
     return data
 
 
 def build_method(spec: TaskSpec, name: str, data: PairedData, device: torch.device) -> Method:
-    """Encoders sized from the data, wrapped by the method class, on ``device``."""
+    """Encoders sized from the data (with the data's fixed weights frozen in), wrapped by the method
+    class, on ``device``."""
     shapes = data.input_shapes()
     encoders = {m: ENCODERS.get(c.kind).build(shapes[m], c.params) for m, c in spec.encoders.items()}
+    for modality, weights in data.fixed_weights.items():
+        fix_weights(encoders[modality], weights, f"{spec.path}: encoders.{modality} ({spec.encoders[modality].kind})")
     m = spec.methods[name]
     return METHODS.get(m.method)(encoders, m.params).to(device)
+
+
+def fix_weights(encoder: torch.nn.Module, weights: dict[str, torch.Tensor], where: str) -> None:
+    """Copy ``weights`` (parameter name -> tensor) into ``encoder`` and freeze those parameters."""
+    own = dict(encoder.named_parameters())
+    for key, value in weights.items():
+        if key not in own or own[key].shape != value.shape:
+            found = tuple(own[key].shape) if key in own else "no such parameter"
+            raise ConfigError(f"{where} cannot take the data's fixed {key} {tuple(value.shape)} ({found}); "
+                              "use an encoder with that table, e.g. word_dim equal to the word vectors' dimension")
+        with torch.no_grad():
+            own[key].copy_(value)
+        own[key].requires_grad_(False)
 
 
 @dataclass
@@ -74,6 +89,7 @@ class RunOptions:
     force: bool = False
     init: Path | None = None
     dist: dd.DistInfo = field(default_factory=dd.DistInfo)
+    on_nan: str = "stop"  # a non-finite loss stops the run, or "skip" drops that step's update (harness.guards)
 
 
 def _progress(total: int, done: int, desc: str, enabled: bool) -> tqdm:
@@ -87,8 +103,11 @@ def finished_result(run: Run, opts: RunOptions) -> dict[str, Any] | None:
     path = result_path(opts.out, run.spec.name, run.run_name, run.seed)
     if opts.force or not path.exists():
         return None
-    with open(path) as f:
-        done = json.load(f)
+    try:
+        done = json.loads(path.read_text())
+    except (OSError, ValueError) as err:
+        raise ConfigError(f"cannot read the result file {path} ({err}); delete it, or pass --force to run again "
+                          "and replace it") from None
     current = run.spec.resolved(run.method)
     changed = sorted(plan.diff(plan.with_legacy_defaults(done.get("config", {}), current), current))
     if changed or done.get("init") != _init_text(opts):
@@ -129,21 +148,28 @@ def run_one(run: Run, data: PairedData, opts: RunOptions) -> dict[str, Any] | No
     resumed_from = len(state.history) if state is not None else 0
     prof = Profiler(opts.device)
     precision = m.train.precision
+    steps_per_epoch = -(-data["train"].n_pairs // m.train.batch_size)
+    guard = guards.NonFiniteGuard(opts.on_nan, guards.hyperparameters(spec, name), steps_per_epoch, resume,
+                                  step=resumed_from * steps_per_epoch)
     step = tr.make_step(method, optimizer, data["train"], opts.device, m.train.grad_clip,
                         loss_fn=prec.wrap_forward(dd.wrap_ddp(method, info, opts.device), precision, opts.device),
                         shard=partial(dd.shard, info=info) if info.world_size > 1 else None,
-                        world_size=info.world_size)
-    step = prec.wrap_step(step, precision)
+                        world_size=info.world_size, check_loss=guard)
+    train_memory, test_memory = (guards.memory_settings(spec, name, phase) for phase in ("train", "test"))
+    step = guards.on_oom(guard.count(prec.wrap_step(step, precision)), "a training step", train_memory, opts.device,
+                         resume)
 
     def val_metrics() -> dict[str, float]:
         with prec.scope(precision, opts.device):
             return ev.evaluate(method, data["val"], spec.metrics, opts.device, m.train.eval_batch_size)
 
-    validate = prof.timed("validate", lambda: dd.from_main(val_metrics, info))
+    validate = prof.timed("validate", guards.on_oom(lambda: dd.from_main(val_metrics, info), "validation",
+                                                    test_memory, opts.device, resume))
     bar = _progress(m.train.epochs, resumed_from, f"{run.run_name} seed{seed}", opts.progress and info.is_main)
 
     def on_epoch(record: dict[str, float]) -> None:
-        bar.set_postfix(loss=f"{record['loss']:.4g}", **{f"val {m.train.select}": f"{record['val/' + m.train.select]:.2f}"})
+        bar.set_postfix(loss=f"{record.get('loss', float('nan')):.4g}",  # no loss: every step skipped (--on-nan)
+                        **{f"val {m.train.select}": f"{record['val/' + m.train.select]:.2f}"})
         bar.update()
 
     def after_epoch(result: tr.FitResult, gen: torch.Generator) -> None:
@@ -159,7 +185,8 @@ def run_one(run: Run, data: PairedData, opts: RunOptions) -> dict[str, Any] | No
         return None
     method.load_state_dict(fit.best_state)
     ranks: dict[str, torch.Tensor] = {}
-    metrics = full_test(method, data, spec.metrics, m.train.eval_batch_size, prof, opts.device, ranks, precision)
+    metrics = guards.on_oom(full_test, "the test retrieval", test_memory, opts.device, resume)(
+        method, data, spec.metrics, m.train.eval_batch_size, prof, opts.device, ranks, precision)
     save_checkpoint(fit.best_state, path.with_suffix(".pt"))
     save_ranks(ranks, path.with_suffix(".ranks.npz"))
     payload = {
@@ -168,6 +195,7 @@ def run_one(run: Run, data: PairedData, opts: RunOptions) -> dict[str, Any] | No
         "best_epoch": fit.best_epoch,
         "val_at_best": {k[4:]: v for k, v in fit.history[fit.best_epoch - 1].items() if k.startswith("val/")},
         "history": fit.history, "profile": prof.summary(), "resumed_from_epoch": resumed_from,
+        "on_nan": opts.on_nan, "skipped_steps": guard.skipped,
         "distributed": {"world_size": info.world_size, "backend": info.backend,
                         "batch_per_process": -(-m.train.batch_size // info.world_size)},
         "config": spec.resolved(name), "overrides": list(spec.overrides), "reference": spec.raw.get("reference"),
@@ -190,10 +218,7 @@ def run_one(run: Run, data: PairedData, opts: RunOptions) -> dict[str, Any] | No
 
 def save_ranks(ranks: dict[str, torch.Tensor], path: Path) -> None:
     """Per-query ranks of the test protocols (keys as in :func:`harness.evaluate.rank_folds`), atomically."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "wb") as f:  # a file object: numpy appends no suffix
-        np.savez_compressed(f, **{k: v.numpy() for k, v in ranks.items()})
-    os.replace(tmp, path)
+    atomic_write(path, lambda f: np.savez_compressed(f, **{k: v.numpy() for k, v in ranks.items()}))
 
 
 def full_test(method: Method, data: PairedData, metrics_spec: MetricSpec, batch_size: int, prof: Profiler,

@@ -15,6 +15,7 @@ from typing import Any, Mapping
 import yaml
 
 from harness import params as P
+from harness import spec_checks as checks
 from harness.errors import ConfigError, unknown
 from harness.precision import PRECISIONS
 from harness.registry import ENCODERS, METHODS, SOURCES
@@ -39,12 +40,17 @@ class TrainSpec:
     precision: str = "fp32"  # fp32 | tf32 | bf16 (harness/precision.py)
 
     def check(self, where: str) -> None:
-        P.require(self.batch_size >= 2, where, "batch_size must be >= 2 (the hinge needs negatives)")
-        P.require(self.optimizer in OPTIMIZERS, where,
-                  f"optimizer {self.optimizer!r} unknown; valid: {', '.join(OPTIMIZERS)}")
-        P.require(self.lr > 0 and self.epochs >= 1, where, "lr must be > 0 and epochs >= 1")
+        P.require(self.batch_size >= 2, where,
+                  f"batch_size must be >= 2 (the hinge needs negatives), got {self.batch_size}")
+        if self.optimizer not in OPTIMIZERS:
+            raise unknown("optimizer", self.optimizer, OPTIMIZERS, where)
+        P.require(self.lr > 0, where, f"lr must be > 0, got {self.lr}")
+        P.require(self.epochs >= 1, where, f"epochs must be >= 1, got {self.epochs}")
+        P.require(self.weight_decay >= 0, where, f"weight_decay must be >= 0, got {self.weight_decay}")
         P.require(self.lr_step is None or self.lr_step >= 1, where, "lr_step must be >= 1 epoch")
+        P.require(0 < self.lr_gamma <= 1, where, f"lr_gamma must lie in (0, 1], got {self.lr_gamma}")
         P.require(self.grad_clip is None or self.grad_clip > 0, where, "grad_clip must be > 0")
+        P.require(self.eval_batch_size >= 1, where, f"eval_batch_size must be >= 1, got {self.eval_batch_size}")
         if self.precision not in PRECISIONS:
             raise unknown("precision", self.precision, PRECISIONS, where)
 
@@ -53,9 +59,9 @@ OPTIMIZERS = ("adam", "adamw", "sgd")
 
 
 # Retrieval directions: a2b ranks b items for each a item; i2t/t2i are the image–text names
-# of a2b/b2a (modality a holds images, b captions). The value says whether the query axis
-# is the score matrix's second one.
-DIRECTIONS = {"a2b": False, "b2a": True, "i2t": False, "t2i": True}
+# of a2b/b2a (modality a holds images, b captions), v2t/t2v the text–video names (a holds
+# videos, b captions). The value says whether the query axis is the score matrix's second one.
+DIRECTIONS = {"a2b": False, "b2a": True, "i2t": False, "t2i": True, "v2t": False, "t2v": True}
 
 
 @dataclass(frozen=True)
@@ -65,6 +71,9 @@ class MetricSpec:
     ks: tuple[int, ...] = (1, 5, 10)
     rsum: bool = False
     folds: tuple[int, ...] = (1,)
+    map: bool = False  # mean average precision over the whole gallery ('mAP')
+    map_at: tuple[int, ...] = ()  # mAP of the top k ('mAP@k'), e.g. (200,)
+    precision_at: tuple[int, ...] = ()  # share of the top k that is relevant ('P@k')
 
     def check(self, where: str) -> None:
         for d in self.directions:
@@ -73,17 +82,24 @@ class MetricSpec:
         for r in self.relevance:
             if r not in ("pair", "class"):
                 raise unknown("relevance", r, ("pair", "class"), where)
-        P.require(len(self.ks) > 0 and min(self.ks) >= 1, where, "ks must be positive integers")
+        P.require(len(self.ks) > 0 and min(self.ks) >= 1, where, f"ks must be positive integers, got {list(self.ks)}")
         P.require(len(self.folds) > 0 and min(self.folds) >= 1 and len(set(self.folds)) == len(self.folds),
                   where, f"folds {list(self.folds)} must be distinct positive fold counts (1 = the whole split)")
+        P.require(all(k >= 1 for k in (*self.map_at, *self.precision_at)), where,
+                  "map_at and precision_at must be positive integers")
 
     def names(self) -> list[str]:
         """Every metric name this spec produces, e.g. 'a2b/R@1', 'b2a/class_MedR', '5folds/rsum'."""
-        stats = [f"R@{k}" for k in self.ks] + ["MedR", "MeanR"]
+        stats = [f"R@{k}" for k in self.ks] + ["MedR", "MeanR"] + self.precision_stats()
         prefix = {"pair": "", "class": "class_"}
         names = [f"{d}/{prefix[r]}{s}" for d in self.directions for r in self.relevance for s in stats]
         names += ["rsum"] if self.rsum else []
         return [f"{fold_prefix(n)}{name}" for n in self.folds for name in names]
+
+
+    def precision_stats(self) -> list[str]:
+        """Names of the requested precision statistics: 'mAP', 'mAP@k', 'P@k'."""
+        return (["mAP"] if self.map else []) + [f"mAP@{k}" for k in self.map_at] + [f"P@{k}" for k in self.precision_at]
 
 
 def fold_prefix(n_folds: int) -> str:
@@ -133,20 +149,22 @@ class TaskSpec:
         }
 
 
-def read_yaml(path: Path) -> dict[str, Any]:
-    """Read a task file, following ``base:`` chains; errors name the file."""
-    if not path.exists():
-        raise ConfigError(f"task file {path} does not exist")
+def read_yaml(path: Path, chain: tuple[Path, ...] = ()) -> dict[str, Any]:
+    """Read a task file, following ``base:`` chains (``chain``: the files that named it); errors name the file."""
+    if not path.is_file():
+        raise checks.missing_task(path, chain[-1] if chain else None)
     try:
-        raw = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as err:
-        raise ConfigError(f"{path} is not valid YAML: {err}") from err
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (yaml.YAMLError, UnicodeDecodeError) as err:
+        raise checks.unreadable(path, err) from None
     if not isinstance(raw, dict):
-        raise ConfigError(f"{path} must hold a mapping at the top level")
+        raise ConfigError(f"{path} must hold a mapping at the top level (name: ..., dataset: ...), "
+                          f"got {type(raw).__name__}")
     base = raw.pop("base", None)
     if base is None:
         return raw
-    return merge(read_yaml((path.parent / base).resolve()), raw)
+    base_path = checks.base_path(path, base, chain)
+    return merge(read_yaml(base_path, (*chain, path.resolve())), raw)
 
 
 def merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
@@ -174,7 +192,8 @@ def parse_override(text: str) -> tuple[list[str], Any]:
     try:
         value = yaml.safe_load(value_text)
     except yaml.YAMLError as err:
-        raise ConfigError(f"--set {text!r}: cannot parse value {value_text!r}: {err}") from err
+        raise ConfigError(f"--set {text!r}: cannot parse value {value_text!r} ({checks.yaml_problem(err)}); "
+                          "quote text values, write lists as [1, 2]") from None
     if isinstance(value, str) and _looks_float(value_text):
         value = float(value_text)  # YAML 1.1 reads '1e-4' as a string
     if parts[0] in ("train", "dataset", "encoders", "metrics"):
@@ -220,7 +239,10 @@ def _method(name: str, raw: Any, train_raw: dict[str, Any], where: str) -> Metho
         raise ConfigError(f"{where} must be a mapping with a 'method' key naming one of: {', '.join(METHODS.names())}")
     body = dict(raw)
     kind = body.pop("method")
-    train = P.parse(TrainSpec, merge(train_raw, body.pop("train", {}) or {}), f"{where}.train")
+    over = body.pop("train", {}) or {}
+    if not isinstance(over, dict):
+        raise ConfigError(f"{where}.train must be a mapping of training settings, got {over!r}")
+    train = P.parse(TrainSpec, merge(train_raw, over), f"{where}.train")
     cls = METHODS.get(kind, where)
     return MethodSpec(name, kind, P.parse(cls.Params, body, where), train)
 
@@ -229,7 +251,8 @@ def build(raw: dict[str, Any], path: str) -> TaskSpec:
     """Validate a raw task mapping into a TaskSpec."""
     for key in raw:
         if key not in TOP_KEYS:
-            raise unknown("top-level key", key, TOP_KEYS, path)
+            raise unknown("top-level key", str(key), TOP_KEYS, path)
+    checks.check_reference(raw.get("reference"), f"{path}: reference")
     for key in ("name", "version", "dataset", "encoders", "methods"):
         if key not in raw:
             raise ConfigError(f"{path}: missing required key {key!r}")

@@ -15,13 +15,15 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
 
 import torch
+
+from harness.errors import DataError
+from harness.results import write_text_atomic
 
 SPECIALS = ("<pad>", "<start>", "<end>", "<unk>")
 PAD, START, END, UNK = range(4)
@@ -36,38 +38,47 @@ def tokenize(text: str) -> list[str]:
 
 def read_lines(path: Path) -> list[str]:
     """One caption per line, UTF-8, surrounding whitespace stripped; a final newline adds no caption."""
-    lines = path.read_bytes().decode("utf-8").split("\n")
+    raw = path.read_bytes()
+    try:
+        lines = raw.decode("utf-8").split("\n")
+    except UnicodeDecodeError as err:
+        line = raw[: err.start].count(b"\n") + 1
+        raise DataError(f"{path} is not UTF-8 text (line {line}, byte {err.start}: {raw[err.start:err.start + 1]!r}); "
+                        "re-save it as UTF-8, e.g. iconv -f latin1 -t utf-8") from None
     if lines and lines[-1].strip() == "":
         lines.pop()
     return [line.strip() for line in lines]
 
 
-def build_vocab(captions: Iterable[list[str]], min_count: int) -> list[str]:
+def build_vocab(captions: Iterable[list[str]], min_count: int, specials: tuple[str, ...] = SPECIALS) -> list[str]:
     """Index → word: the specials, then words with at least ``min_count`` occurrences, first seen first."""
     counts = Counter(token for tokens in captions for token in tokens)
-    return list(SPECIALS) + [w for w, n in counts.items() if n >= min_count and w not in SPECIALS]
+    return list(specials) + [w for w, n in counts.items() if n >= min_count and w not in specials]
 
 
-def vocab_key(caption_bytes: bytes, min_count: int) -> str:
+def vocab_key(caption_bytes: bytes, min_count: int, tokenizer: str = TOKENIZER_VERSION,
+              specials: tuple[str, ...] = SPECIALS) -> str:
     """Hash of everything the vocabulary depends on: the training captions, the threshold, the tokenizer."""
     h = hashlib.sha256(caption_bytes)
-    h.update(f"|min_count={min_count}|tokenizer={TOKENIZER_VERSION}|specials={','.join(SPECIALS)}".encode())
+    h.update(f"|min_count={min_count}|tokenizer={tokenizer}|specials={','.join(specials)}".encode())
     return h.hexdigest()[:16]
 
 
-def cached_vocab(caption_file: Path, tokens: list[list[str]], min_count: int, cache_dir: Path) -> tuple[list[str], Path]:
+def cached_vocab(caption_file: Path, tokens: list[list[str]], min_count: int, cache_dir: Path, *,
+                 key_bytes: bytes | None = None, tokenizer: str = TOKENIZER_VERSION,
+                 specials: tuple[str, ...] = SPECIALS) -> tuple[list[str], Path]:
     """The vocabulary of ``tokens`` (the tokenized ``caption_file``), read from ``cache_dir`` when a file
-    with the same input hash exists, else built and written there atomically."""
-    key = vocab_key(caption_file.read_bytes(), min_count)
+    with the same input hash exists, else built and written there atomically.
+
+    The hash covers ``key_bytes`` (default: the bytes of ``caption_file``; a source whose captions
+    sit in a larger file passes the training captions themselves), ``tokenizer`` and ``specials``."""
+    key = vocab_key(caption_file.read_bytes() if key_bytes is None else key_bytes, min_count, tokenizer, specials)
     path = cache_dir / f"vocab-{key}.json"
     if path.exists():
         return json.loads(path.read_text())["words"], path
-    words = build_vocab(tokens, min_count)
-    cache_dir.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps({"source": str(caption_file), "min_count": min_count,
-                               "tokenizer": TOKENIZER_VERSION, "words": words}))
-    os.replace(tmp, path)
+    words = build_vocab(tokens, min_count, specials)
+    write_text_atomic(path, json.dumps({"source": str(caption_file), "min_count": min_count,
+                                        "tokenizer": tokenizer, "words": words}))
     return words, path
 
 

@@ -30,12 +30,15 @@ def make_optimizer(method: Method, t: TrainSpec) -> torch.optim.Optimizer:
 
 def make_step(method: Method, optimizer: torch.optim.Optimizer, split: Split, device: torch.device,
               grad_clip: float | None, loss_fn: Callable[..., Any] | None = None,
-              shard: Callable[[torch.Tensor], torch.Tensor] | None = None, world_size: int = 1) -> StepFn:
+              shard: Callable[[torch.Tensor], torch.Tensor] | None = None, world_size: int = 1,
+              check_loss: Callable[[torch.Tensor, dict[str, torch.Tensor]], bool] | None = None) -> StepFn:
     """One optimisation step on the pairs ``index`` of ``split``; returns the method's logs.
 
     ``loss_fn`` defaults to ``method.loss`` (a DistributedDataParallel wrapper of it under
     torchrun); ``shard`` keeps this process's part of the global batch. A global batch with fewer
     pairs than processes is skipped by every process alike (some shard would be empty).
+    ``check_loss(loss, logs)`` (e.g. :class:`harness.guards.NonFiniteGuard`) sees the loss before the
+    backward pass; False skips the update and the step logs nothing.
     """
     loss_fn = loss_fn or method.loss
 
@@ -46,6 +49,8 @@ def make_step(method: Method, optimizer: torch.optim.Optimizer, split: Split, de
             index = shard(index)
         x_a, x_b = (to_device(x, device) for x in split.pair_batch(index))
         loss, logs = loss_fn(x_a, x_b)
+        if check_loss is not None and not check_loss(loss, logs):
+            return {}
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         if grad_clip is not None:

@@ -47,6 +47,21 @@ TINY_IMAGE_TEXT = {
 }
 
 
+# Text–video methods need videos and padded captions over a fixed word table: a seconds-long variant
+# of tasks/msrvtt_shapes.yaml (random data in HowTo100M's layout, small widths, 3 captions per video).
+TINY_VIDEO_TEXT = {
+    "base": str(TASKS / "msrvtt_shapes.yaml"),
+    "name": "tiny_video_text",
+    "version": "test",
+    "dataset": {"videos": [48, 16, 16], "train_captions_per_video": 3, "feature_dim": 12, "vocab_size": 30,
+                "word_dim": 6, "max_words": 6, "median_words": 4.0},
+    "encoders": {"a": {"dim": 8}, "b": {"word_dim": 6, "dim": 8}},
+    "train": {"epochs": 2, "batch_size": 16, "eval_batch_size": 16},
+    "methods": {"contrastive": {"method": "mmr", "margin": 0.1},
+                "swamp": {"method": "swamp_mmr", "K": 8, "queue": 32, "tau": 0.25, "eta": 5.0, "lambda": 0.25}},
+}
+
+
 def write_task(folder: Path, body: dict, name: str = "tiny.yaml") -> Path:
     """Write a task mapping (``base`` may point at a real task) and return its path."""
     path = folder / name
@@ -64,3 +79,9 @@ def tiny_task(tmp_path: Path) -> Path:
 def tiny_image_text_task(tmp_path: Path) -> Path:
     """Path of a seconds-long image–text task on random data in SCAN's layout."""
     return write_task(tmp_path, TINY_IMAGE_TEXT, "tiny_image_text.yaml")
+
+
+@pytest.fixture
+def tiny_video_text_task(tmp_path: Path) -> Path:
+    """Path of a seconds-long text–video task on random data in HowTo100M's layout."""
+    return write_task(tmp_path, TINY_VIDEO_TEXT, "tiny_video_text.yaml")

@@ -119,9 +119,9 @@ def test_distributed_sinkhorn_needs_a_process_group():
 
 
 @pytest.mark.parametrize("kind", METHODS.names())
-def test_every_parameter_gets_a_gradient(kind, tiny_task, tiny_image_text_task):
+def test_every_parameter_gets_a_gradient(kind, tiny_task, tiny_image_text_task, tiny_video_text_task):
     # wrap_ddp sets find_unused_parameters=False: that is only right if every loss reaches every parameter.
-    _, _, data, method = tiny_method_for(kind, tiny_task, tiny_image_text_task)
+    _, _, data, method = tiny_method_for(kind, tiny_task, tiny_image_text_task, tiny_video_text_task)
     loss, _ = method.loss(*data["train"].pair_batch(torch.arange(16)))
     loss.backward()
     assert [n for n, p in method.named_parameters() if p.requires_grad and p.grad is None] == []

@@ -28,7 +28,7 @@ def tiny_spec_for(method_kind: str, *task_paths):
             if m.method == method_kind:
                 return spec, name
     raise AssertionError(f"no tiny test task declares a method of kind {method_kind!r}; add one to "
-                         "TINY or TINY_IMAGE_TEXT in tests/conftest.py")
+                         "TINY, TINY_IMAGE_TEXT or TINY_VIDEO_TEXT in tests/conftest.py")
 
 
 def tiny_method_for(method_kind: str, *task_paths):
@@ -40,8 +40,9 @@ def tiny_method_for(method_kind: str, *task_paths):
 
 
 @pytest.mark.parametrize("kind", METHODS.names())
-def test_contract_every_method_trains_one_step_and_evaluates(kind, tiny_task, tiny_image_text_task):
-    spec, name, data, method = tiny_method_for(kind, tiny_task, tiny_image_text_task)
+def test_contract_every_method_trains_one_step_and_evaluates(kind, tiny_task, tiny_image_text_task,
+                                                            tiny_video_text_task):
+    spec, name, data, method = tiny_method_for(kind, tiny_task, tiny_image_text_task, tiny_video_text_task)
     before = [p.detach().clone() for p in method.parameters()]
     opt = tr.make_optimizer(method, spec.methods[name].train)
     logs = tr.make_step(method, opt, data["train"], torch.device("cpu"), None)(torch.arange(32))
@@ -124,8 +125,9 @@ def test_swamp_alone_does_not_touch_contrastive():
 
 @pytest.mark.parametrize("precision", PRECISIONS)
 @pytest.mark.parametrize("kind", METHODS.names())
-def test_every_method_trains_and_scores_under_each_precision(kind, precision, tiny_task, tiny_image_text_task):
-    spec, name, data, method = tiny_method_for(kind, tiny_task, tiny_image_text_task)
+def test_every_method_trains_and_scores_under_each_precision(kind, precision, tiny_task, tiny_image_text_task,
+                                                             tiny_video_text_task):
+    spec, name, data, method = tiny_method_for(kind, tiny_task, tiny_image_text_task, tiny_video_text_task)
     cpu = torch.device("cpu")
     check_precision(method, spec, name, data, precision)
     with prec.scope(precision, cpu):

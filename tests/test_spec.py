@@ -42,7 +42,7 @@ def test_set_override_is_typed(tiny_task):
     ("swap.K=8", r"unknown method 'swap'.*did you mean 'swamp'"),
     ("swamp.queue=10", r"queue \(10\) must exceed K \(16\)"),
     ("swamp.tau=0", "tau and eta must be > 0"),
-    ("train.optimizer=adagrad", "optimizer 'adagrad' unknown"),
+    ("train.optimizer=adagrad", "unknown optimizer 'adagrad'"),
     ("train.select=a2b/R@2", r"unknown selection metric 'a2b/R@2'.*did you mean 'a2b/R@"),
     ("dataset.spread=-1", "spread must be > 0"),
     ("noequals", "expected NAME.KEY=VALUE"),

@@ -22,6 +22,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from harness.errors import ConfigError
+
 
 def par_pool(features: torch.Tensor, mask: torch.Tensor | None, queries: torch.Tensor, *, temperature: float,
              heads: int) -> torch.Tensor:
@@ -60,9 +62,10 @@ class PAR(nn.Module):
     def __init__(self, dim: int, p: int, temperature: float, heads: int, mode: str = "concat"):
         super().__init__()
         if mode not in HEAD_MODES:
-            raise ValueError(f"PAR head mode {mode!r} is not one of {', '.join(HEAD_MODES)}")
+            raise ConfigError(f"PAR head mode {mode!r} is not one of {', '.join(HEAD_MODES)}")
         if mode == "split" and dim % heads:
-            raise ValueError(f"PAR split heads ({heads}) must divide the feature width ({dim})")
+            raise ConfigError(f"PAR split heads H ({heads}) must divide the feature width ({dim}); choose H among "
+                              f"the divisors of {dim}, or heads: concat")
         n_queries = heads * p if mode == "concat" else p
         self.queries = nn.Parameter(F.normalize(torch.randn(n_queries, dim), dim=1))
         self.temperature = temperature

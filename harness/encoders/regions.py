@@ -8,6 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from harness.errors import ConfigError
 from harness.params import require
 from harness.registry import ENCODERS
 
@@ -44,5 +45,6 @@ class RegionEncoder:
     @staticmethod
     def build(input_shape: tuple[int, ...], p: RegionParams) -> nn.Module:
         if len(input_shape) != 2:
-            raise ValueError(f"region_projection expects items of shape (regions, features), got {input_shape}")
+            raise ConfigError(f"region_projection expects items of shape (regions, features), got {input_shape}; "
+                              "use an encoder for this data's items, such as mlp for feature vectors")
         return RegionProjection(input_shape[-1], p.dim, p.normalize)

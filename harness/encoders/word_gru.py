@@ -8,6 +8,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
+from harness.errors import ConfigError
 from harness.params import require
 from harness.registry import ENCODERS
 
@@ -57,5 +58,6 @@ class WordGRUEncoder:
     @staticmethod
     def build(input_shape: tuple[int, ...], p: WordGRUParams) -> nn.Module:
         if len(input_shape) != 2:
-            raise ValueError(f"word_gru expects items of shape (max length, vocabulary size), got {input_shape}")
+            raise ConfigError(f"word_gru expects captions (items of shape (max length, vocabulary size)), got items "
+                              f"of shape {input_shape}; use an encoder for this data's items, such as mlp")
         return WordGRU(input_shape[-1], p.word_dim, p.dim, p.layers, p.bidirectional, p.normalize)

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from harness import npy
 from harness.data import SPLITS, PairedData, Split
 from harness.errors import DataError
 from harness.params import require
@@ -27,30 +28,35 @@ class PairedArraysParams:
         require(len(self.splits) == 3, where, "splits lists the file prefixes for train, val and test")
 
 
-def _load_array(path: Path, ndim: int | None = None) -> np.ndarray:
-    try:
-        arr = np.load(path, mmap_mode="r")
-    except (OSError, ValueError) as err:
-        raise DataError(f"cannot read {path}: {err}") from err
-    if ndim is not None and arr.ndim != ndim:
-        raise DataError(f"{path} has shape {arr.shape}; expected a {ndim}-D array")
-    return arr
+def _features(arr: np.ndarray, path: Path) -> torch.Tensor:
+    """float32 copy of an N x d array of real numbers; other dtypes and NaN or infinite values are errors."""
+    if arr.dtype.kind not in "biuf":
+        raise DataError(f"{path} holds {arr.dtype} values; expected real numbers (save it with "
+                        "numpy.save(path, array.astype(numpy.float32)))")
+    with np.errstate(over="ignore"):  # values beyond float32's range become inf, reported below
+        x = np.array(arr, dtype=np.float32)  # copies into RAM
+    bad = ~np.isfinite(x).all(axis=tuple(range(1, x.ndim)))  # (N,)
+    if bad.any():
+        rows = np.flatnonzero(bad)
+        raise DataError(f"{path}: {len(rows)} of {len(x)} rows hold NaN or infinite values (as float32; first row "
+                        f"{rows[0]}); remove or impute those rows (in every file of the split, to keep the pairing)")
+    return torch.from_numpy(x)
 
 
 def load_split(root: Path, prefix: str) -> Split:
     """Load one split, checking that the two modalities (and labels) have the same length."""
-    a = _load_array(root / f"{prefix}_a.npy")
-    b = _load_array(root / f"{prefix}_b.npy")
+    a = npy.load(root / f"{prefix}_a.npy")
+    b = npy.load(root / f"{prefix}_b.npy")
     if a.ndim < 2 or b.ndim < 2 or len(a) != len(b):
         raise DataError(f"{root}/{prefix}_a.npy {a.shape} and {prefix}_b.npy {b.shape} must be N x d with equal N")
     labels = None
     if (root / f"{prefix}_labels.npy").exists():
-        lab = _load_array(root / f"{prefix}_labels.npy", ndim=1)
+        lab = npy.load(root / f"{prefix}_labels.npy", ndim=1)
         if len(lab) != len(a) or not np.issubdtype(lab.dtype, np.integer):
             raise DataError(f"{root}/{prefix}_labels.npy must hold {len(a)} integers, got {lab.shape} {lab.dtype}")
         labels = torch.from_numpy(np.array(lab, dtype=np.int64))
-    as_tensor = lambda x: torch.from_numpy(np.array(x, dtype=np.float32))  # noqa: E731 (copies into RAM)
-    return Split(as_tensor(a), as_tensor(b), labels_a=labels, labels_b=labels)
+    return Split(_features(a, root / f"{prefix}_a.npy"), _features(b, root / f"{prefix}_b.npy"),
+                 labels_a=labels, labels_b=labels)
 
 
 def expected_files(root: Path, prefixes: tuple[str, ...]) -> list[Path]:

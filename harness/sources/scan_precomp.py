@@ -16,9 +16,9 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 import torch
 
+from harness import npy
 from harness.data import SPLITS, ArrayRows, PairedData, Split
 from harness.errors import DataError
 from harness.params import require
@@ -84,13 +84,7 @@ def pairing(n_images: int, n_captions: int, where: Path) -> torch.Tensor:
 
 def load_images(path: Path) -> ArrayRows:
     """Memory-mapped (N, regions, features) array."""
-    try:
-        array = np.load(path, mmap_mode="r")
-    except (OSError, ValueError) as err:
-        raise DataError(f"cannot read {path}: {err}") from err
-    if array.ndim != 3:
-        raise DataError(f"{path} has shape {array.shape}; expected N x regions x features (SCAN: N x 36 x 2048)")
-    return ArrayRows(array)
+    return ArrayRows(npy.load(path, 3, "N x regions x features; SCAN: N x 36 x 2048"))
 
 
 def load_split(images: ArrayRows, captions: TokenCaptions, path: Path, max_images: int = 0) -> Split:
@@ -113,13 +107,16 @@ class ScanPrecomp:
         root = expand_root(p.root)
         check_files(root, p.splits)
         tokens = {prefix: [tokenize(c) for c in read_lines(root / f"{prefix}_caps.txt")] for prefix in p.splits}
+        images = {prefix: load_images(root / f"{prefix}_ims.npy") for prefix in p.splits}
+        for prefix in p.splits:  # every split checked before the vocabulary cache is written
+            pairing(len(images[prefix]), len(tokens[prefix]), root / prefix)
         train_caps = root / f"{p.splits[0]}_caps.txt"
         words, vocab_file = cached_vocab(train_caps, tokens[p.splits[0]], p.min_word_count, Path(p.vocab_cache))
         splits = {}
         for name, prefix in zip(SPLITS, p.splits):
             captions = encode_captions(tokens[prefix], words)
             limit = p.val_images if name == "val" else 0
-            splits[name] = load_split(load_images(root / f"{prefix}_ims.npy"), captions, root / prefix, limit)
+            splits[name] = load_split(images[prefix], captions, root / prefix, limit)
         info = {"source": "scan_precomp", "root": str(root), "vocab_size": len(words), "vocab_file": str(vocab_file),
                 "images": [len(s.a) for s in splits.values()], "captions": [s.n_pairs for s in splits.values()]}
         return PairedData(splits, info)
