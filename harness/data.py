@@ -187,7 +187,9 @@ class PairedData:
 
     def for_device(self, device: torch.device) -> "PairedData":
         """Every split prepared for ``device`` by :func:`for_device` (pinned batches on CUDA)."""
-        return PairedData({name: for_device(split, device) for name, split in self.splits.items()}, self.info)
+        if device.type != "cuda":
+            return self
+        return dataclasses.replace(self, splits={name: for_device(split, device) for name, split in self.splits.items()})
 
     def input_shapes(self) -> dict[str, tuple[int, ...]]:
         """Item shape per modality, read from the training split."""

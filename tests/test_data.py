@@ -41,3 +41,10 @@ def test_pinned_rows_give_the_same_batch_in_page_locked_memory():
     on_gpu = to_device(a, torch.device("cuda"))
     torch.cuda.synchronize()
     assert torch.equal(on_gpu.cpu(), s.a[index])
+
+
+def test_preparing_for_a_device_keeps_the_data_s_fixed_weights():
+    data = PairedData({"train": split()}, {"source": "x"}, {"b": {"embed.weight": torch.ones(10, 2)}})
+    for device in ("cpu",) + (("cuda",) if torch.cuda.is_available() else ()):
+        ready = data.for_device(torch.device(device))
+        assert ready.fixed_weights is data.fixed_weights and ready.info == data.info
