@@ -93,8 +93,9 @@ def _text(value: Any) -> str:
 
 
 def run_name(method: str, varied: dict[str, Any]) -> str:
-    """'swamp' or 'swamp@K=200,train.epochs=1'."""
-    tags = [f"{k}={_text(v)}" for k, v in ordered(varied).items()]
+    """'swamp' or 'swamp@K=200,train.epochs=1': one folder name, so '/' in a value (a path, a metric
+    such as '5folds/rsum') is written %2F (and '%' itself %25)."""
+    tags = [f"{k}={_text(v).replace('%', '%25').replace('/', '%2F')}" for k, v in ordered(varied).items()]
     return f"{method}@{','.join(tags)}" if tags else method
 
 

@@ -75,3 +75,9 @@ def test_settings_added_after_a_result_count_as_their_defaults(tiny_task):
                                               "train.collapse_tolerance"}  # without defaults: all differ
     changed = load_task(tiny_task, ["contrastive.loss=sum"]).resolved("contrastive")
     assert plan.diff(older, changed, defaults) == {"loss": "sum"}  # a non-default value still differs
+
+
+def test_run_names_are_single_folder_names():
+    name = plan.run_name("scan", {"train.select": "5folds/rsum", "dataset.word_vectors": "/data/w2v%.bin"})
+    assert "/" not in name
+    assert name == "scan@train.select=5folds%2Frsum,dataset.word_vectors=%2Fdata%2Fw2v%25.bin"
