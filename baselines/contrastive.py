@@ -1,51 +1,130 @@
-"""VSE++ contrastive baseline: hinge loss with the hardest negative (max violation)."""
+"""VSE++ contrastive baseline: modality-wise embeddings trained with one loss of the contrastive family
+(:mod:`harness.losses`): the hinge with the hardest negative (max violation, the default and the
+paper's baseline), the hinge summed over all negatives, or InfoNCE; optionally a warm-up with the
+summed hinge before the hardest negative. :class:`PairLoss` is the piece that SwAMP and the PAR
+methods share."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
-from typing import Any
+from functools import partial
+from typing import Any, Literal
 
 import torch
+from torch import nn
 
+from harness.collapse import plateau_key
 from harness.distributed import global_batch_sum
+from harness.losses import collapsed_value, infonce_loss, max_violation_loss, sum_violation_loss
 from harness.method import Method
 from harness.params import require
 from harness.registry import METHODS
 
+__all__ = ["Contrastive", "ContrastiveParams", "PairLoss", "PairLossFields", "hinge_max_violation",
+           "max_violation_loss"]
+
+MIN_TEMPERATURE = 0.01  # a learned temperature stops here (CLIP caps its logit scale at 100)
+
 
 def hinge_max_violation(emb_a: torch.Tensor, emb_b: torch.Tensor, margin: float) -> torch.Tensor:
-    """VSE++ loss (Faghri et al. 2018, Eq. 5) summed over the batch.
-
-    For each pair i: [margin - s(i,i) + max_{j≠i} s(i,j)]_+ + [margin - s(i,i) + max_{j≠i} s(j,i)]_+,
-    with s the cosine similarity of unit-norm rows of ``emb_a`` and ``emb_b`` (both (B, D)).
-    """
+    """VSE++ loss (Faghri et al. 2018, Eq. 5) summed over the batch, on unit-norm rows of ``emb_a`` and
+    ``emb_b`` (both (B, D)); see :func:`harness.losses.max_violation_loss`."""
     return max_violation_loss(emb_a @ emb_b.T, margin)
 
 
-def max_violation_loss(sims: torch.Tensor, margin: float) -> torch.Tensor:
-    """The VSE++ hinge of :func:`hinge_max_violation` on a (B, B) score matrix whose diagonal holds the
-    positive pairs; any similarity works (SCAN trains its cross-attention scores with it)."""
-    pos = sims.diagonal()
-    eye = torch.eye(len(sims), dtype=torch.bool, device=sims.device)
-    cost_b = (margin + sims - pos[:, None]).clamp_min(0).masked_fill(eye, 0)  # a query, b negatives
-    cost_a = (margin + sims - pos[None, :]).clamp_min(0).masked_fill(eye, 0)  # b query, a negatives
-    return cost_b.amax(1).sum() + cost_a.amax(0).sum()
+@dataclass(frozen=True)
+class PairLossFields:
+    """Settings of the contrastive loss family, shared by every method with a contrastive term.
+
+    ``loss``: max_violation | sum | infonce. ``margin``: the hinges' margin. ``temperature``: InfoNCE's
+    τ, fixed unless ``learn_temperature`` (then log τ is a parameter trained with the encoders,
+    starting at ``temperature``, with τ kept ≥ 0.01). ``warmup_epochs``: with max_violation, the
+    first epochs use the summed hinge.
+    """
+
+    margin: float = 0.2
+    loss: Literal["max_violation", "sum", "infonce"] = "max_violation"
+    temperature: float = 0.1
+    learn_temperature: bool = False
+    warmup_epochs: int = 0
+
+    def check_pair_loss(self, where: str) -> None:
+        require(self.margin >= 0, where, f"margin must be >= 0, got {self.margin}")
+        require(self.temperature >= MIN_TEMPERATURE, where,
+                f"temperature must be >= {MIN_TEMPERATURE}, got {self.temperature}")
+        require(self.warmup_epochs >= 0, where, f"warmup_epochs must be >= 0, got {self.warmup_epochs}")
+        require(self.warmup_epochs == 0 or self.loss == "max_violation", where,
+                f"warmup_epochs ({self.warmup_epochs}) warms up the max_violation hinge with the summed one; "
+                f"with loss: {self.loss} set warmup_epochs: 0")
+        require(not self.learn_temperature or self.loss == "infonce", where,
+                "learn_temperature applies to loss: infonce only")
+
+
+class PairLoss(nn.Module):
+    """The configured member of the loss family on a (B, B) score matrix with the positives on the
+    diagonal. Returns the loss and its collapsed value (all scores equal) for this batch size."""
+
+    def __init__(self, p: PairLossFields):
+        super().__init__()
+        self.kind, self.margin, self.warmup_epochs, self.epoch = p.loss, p.margin, p.warmup_epochs, 1
+        self.fixed_temperature = p.temperature
+        if p.learn_temperature:
+            self.log_temperature = nn.Parameter(torch.tensor(math.log(p.temperature)))
+        self._losses = {"max_violation": partial(max_violation_loss, margin=p.margin),
+                        "sum": partial(sum_violation_loss, margin=p.margin), "infonce": self._infonce}
+
+    def start_epoch(self, epoch: int) -> None:
+        """Remember the epoch (1-based) that starts: warm-up epochs use the summed hinge."""
+        self.epoch = epoch
+
+    @property
+    def current(self) -> str:
+        """The loss used in the current epoch."""
+        return "sum" if self.epoch <= self.warmup_epochs else self.kind
+
+    def temperature(self) -> torch.Tensor | float:
+        """InfoNCE's τ: the fixed value, or the learned one (≥ ``MIN_TEMPERATURE``)."""
+        if not hasattr(self, "log_temperature"):
+            return self.fixed_temperature
+        return self.log_temperature.exp().clamp_min(MIN_TEMPERATURE)
+
+    def _infonce(self, sims: torch.Tensor) -> torch.Tensor:
+        return infonce_loss(sims, self.temperature())
+
+    def forward(self, sims: torch.Tensor) -> tuple[torch.Tensor, float]:  # (B, B) -> (), collapsed value
+        kind = self.current
+        return self._losses[kind](sims), collapsed_value(kind, len(sims), self.margin)
+
+    def logs(self, name: str, loss: torch.Tensor, collapsed: float) -> dict[str, Any]:
+        """Detached scalars to log for the term ``name``: its value, its collapsed value and, when learned,
+        the temperature."""
+        out: dict[str, Any] = {name: loss.detach(), plateau_key(name): collapsed}
+        if hasattr(self, "log_temperature"):
+            out["temperature"] = float(self.temperature().detach())
+        return out
 
 
 @dataclass(frozen=True)
-class ContrastiveParams:
-    margin: float = 0.2
-
+class ContrastiveParams(PairLossFields):
     def check(self, where: str) -> None:
-        require(self.margin >= 0, where, f"margin must be >= 0, got {self.margin}")
+        self.check_pair_loss(where)
 
 
 @METHODS.register("contrastive")
 class Contrastive(Method):
-    """Modality-wise embeddings trained with the VSE++ max-violation hinge (under torchrun each
-    process takes its negatives from its own shard of the batch)."""
+    """Modality-wise embeddings trained with a loss of the contrastive family (default: the VSE++
+    max-violation hinge); under torchrun each process takes its negatives from its own shard."""
 
     Params = ContrastiveParams
 
+    def __init__(self, encoders: dict[str, nn.Module], params: ContrastiveParams):
+        super().__init__(encoders, params)
+        self.pair_loss = PairLoss(params)
+
+    def start_epoch(self, epoch: int) -> None:
+        self.pair_loss.start_epoch(epoch)
+
     def loss(self, x_a: Any, x_b: Any) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        loss = hinge_max_violation(self.encode("a", x_a), self.encode("b", x_b), self.params.margin)
-        return global_batch_sum(loss), {"loss": loss.detach()}
+        sims = self.encode("a", x_a) @ self.encode("b", x_b).T  # (B, B)
+        loss, collapsed = self.pair_loss(sims)
+        return global_batch_sum(loss), self.pair_loss.logs("loss", loss, collapsed)

@@ -5,7 +5,8 @@ modality M. The current batch is pushed into a FIFO queue of recent embedding pa
 Sinkhorn–Knopp on (batch + queue) turns modality B's log-probabilities into balanced
 targets q^A for modality A and vice versa (the swap, paper Eq. 4), and the batch rows
 of those targets supervise both classifiers (Eq. 5). Total loss (Eq. 6):
-contrastive_weight * L_c + lambda * L_s.
+contrastive_weight * L_c + lambda * L_s, with L_c any loss of the contrastive family
+(``loss``: the max-violation hinge by default; :class:`baselines.contrastive.PairLoss`).
 
 Under torchrun (:mod:`harness.distributed`) each process encodes its shard of the global
 batch; Sinkhorn runs over the global batch plus the queue, spread over the processes, and
@@ -22,7 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from baselines.contrastive import hinge_max_violation
+from baselines.contrastive import PairLoss, PairLossFields
 from harness.distributed import global_batch_sum, chunk_bounds, gather_rows, is_distributed, rank_and_world
 from harness.method import Method
 from harness.ot import log_softmax_nograd, sinkhorn
@@ -52,14 +53,13 @@ def swamp_loss(logp_a: torch.Tensor, logp_b: torch.Tensor, q_a: torch.Tensor, q_
 
 
 @dataclass(frozen=True)
-class SwAMPParams:
+class SwAMPParams(PairLossFields):  # margin, loss, temperature, warmup_epochs: L_c
     K: int = 1000
     queue: int = 1280
     tau: float = 0.01
     eta: float = 20.0
     lam: float = field(default=1.0, metadata={"key": "lambda"})
     contrastive_weight: float = 1.0
-    margin: float = 0.2
     sinkhorn_iters: int = 3
     hard: bool = False
     strict_queue: bool = True
@@ -74,6 +74,7 @@ class SwAMPParams:
         require(self.lam >= 0 and self.contrastive_weight >= 0, where, "lambda and contrastive_weight must be >= 0")
         require(self.lam > 0 or self.contrastive_weight > 0, where, "lambda and contrastive_weight are both 0")
         require(self.sinkhorn_iters >= 1, where, "sinkhorn_iters must be >= 1")
+        self.check_pair_loss(where)
 
 
 class EmbeddingQueue(nn.Module):
@@ -136,6 +137,10 @@ class SwAMP(Method):
         super().__init__(encoders, params)
         self.prototypes = nn.Parameter(F.normalize(torch.randn(params.K, self.embed_dim), dim=1))
         self.queue = EmbeddingQueue(params.queue, self.embed_dim)
+        self.pair_loss = PairLoss(params)
+
+    def start_epoch(self, epoch: int) -> None:
+        self.pair_loss.start_epoch(epoch)
 
     def logits(self, emb: torch.Tensor) -> torch.Tensor:
         """Cosine to each prototype over tau (N, K); embeddings and prototypes are unit-norm."""
@@ -170,11 +175,14 @@ class SwAMP(Method):
             emb_a, emb_b = gather_rows(emb_a), gather_rows(emb_b)  # (B_global, D)
         self.queue.push(emb_a, emb_b)
 
-    def contrastive_term(self, emb_a: torch.Tensor, emb_b: torch.Tensor, distributed: bool) -> torch.Tensor:
-        """L_contrastive of Eq. 6: the VSE++ hinge with negatives from this process's rows (a subclass may
-        pick another contrastive loss); a sum, so scaled for DDP's gradient mean when ``distributed``."""
-        l_c = hinge_max_violation(emb_a, emb_b, self.params.margin)
-        return global_batch_sum(l_c) if distributed else l_c
+    def contrastive_term(self, emb_a: torch.Tensor, emb_b: torch.Tensor,
+                         distributed: bool) -> tuple[torch.Tensor, dict[str, Any]]:
+        """L_contrastive of Eq. 6 and its logs: the task's pair loss (:class:`PairLoss`) with negatives from
+        this process's rows (a subclass may pick another contrastive loss); a sum, so scaled for DDP's
+        gradient mean when ``distributed``."""
+        l_c, collapsed = self.pair_loss(emb_a @ emb_b.T)
+        logs = self.pair_loss.logs("contrastive", l_c, collapsed)
+        return (global_batch_sum(l_c) if distributed else l_c), logs
 
     def loss(self, x_a: Any, x_b: Any) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         p = self.params
@@ -186,8 +194,8 @@ class SwAMP(Method):
         logs = {"swamp": l_s.detach()}
         total = p.lam * l_s
         if p.contrastive_weight > 0:
-            l_c = self.contrastive_term(emb_a, emb_b, distributed)
+            l_c, c_logs = self.contrastive_term(emb_a, emb_b, distributed)
+            logs.update(c_logs)
             total = total + p.contrastive_weight * l_c
-            logs["contrastive"] = l_c.detach()
         logs["loss"] = total.detach()
         return total, logs

@@ -3,17 +3,28 @@ experiments: L = L_mmr + λ·L_s, λ = 0.25 (LSMDC-PT 0.1), τ = 0.25, η = 5, K
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
+from baselines.contrastive import PairLossFields
 from baselines.mmr import max_margin_ranking_loss
 from baselines.swamp import SwAMP, SwAMPParams
+from harness.params import require
 from harness.registry import METHODS
 
 
 @dataclass(frozen=True)
 class SwAMPMMRParams(SwAMPParams):
     margin: float = 0.1  # HowTo100M's margin
+
+    def check(self, where: str) -> None:
+        super().check(where)
+        default = PairLossFields()
+        changed = [k for k in ("loss", "temperature", "learn_temperature", "warmup_epochs")
+                   if getattr(self, k) != getattr(default, k)]
+        require(not changed, where, f"{', '.join(changed)} choose SwAMP's pair loss, but swamp_mmr's contrastive "
+                "term is HowTo100M's ranking loss (margin only); use method swamp for the other losses")
 
 
 @METHODS.register("swamp_mmr")
@@ -22,6 +33,8 @@ class SwAMPMMR(SwAMP):
 
     Params = SwAMPMMRParams
 
-    def contrastive_term(self, emb_a: torch.Tensor, emb_b: torch.Tensor, distributed: bool) -> torch.Tensor:
+    def contrastive_term(self, emb_a: torch.Tensor, emb_b: torch.Tensor,
+                         distributed: bool) -> tuple[torch.Tensor, dict[str, Any]]:
         """The ranking loss on this process's rows: a mean, so DDP's gradient average needs no rescaling."""
-        return max_margin_ranking_loss(emb_a @ emb_b.T, self.params.margin)
+        l_c = max_margin_ranking_loss(emb_a @ emb_b.T, self.params.margin)
+        return l_c, {"contrastive": l_c.detach()}

@@ -60,6 +60,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="start the encoders from a checkpoint (seed<k>.pt) or result file (seed<k>.json)")
     run.add_argument("--reference", default=None, metavar="RUN",
                      help="mark significant differences from this run in the tables, e.g. contrastive")
+    run.add_argument("--test-stat", default=None, metavar="STAT",
+                     help="statistic the significance columns test in each row group, e.g. mAP (default: the first, R@k)")
     run.add_argument("--force", action="store_true",
                      help="re-run finished runs and restart interrupted ones (default: skip and resume)")
     run.add_argument("--device", default="auto", help="auto (default), cpu, cuda or cuda:N")
@@ -75,8 +77,10 @@ def build_parser() -> argparse.ArgumentParser:
     table.add_argument("--format", default="simple", help="console format (tabulate name; md and tex also accepted)")
     table.add_argument("--reference", default=None, metavar="RUN",
                        help="mark significant differences from this run, e.g. contrastive")
-    table.add_argument("--split", choices=("test", "val"), default="test",
-                       help="val: print the validation metrics of each run's selected epoch (writes no file)")
+    table.add_argument("--test-stat", default=None, metavar="STAT",
+                       help="statistic the significance columns test in each row group, e.g. mAP (default: R@k)")
+    table.add_argument("--split", default="test", choices=("test", "val"),
+                       help="val: the validation metrics at each run's selected epoch, written to validation.md/.tex")
     plot = sub.add_parser("plot", help="metric against a swept setting, one line per method (PNG and PDF)")
     plot.add_argument("folder", help="results folder of one task, e.g. results/ablations/synthetic")
     plot.add_argument("--x", required=True, metavar="NAME.KEY", help="swept setting, e.g. swamp.K or train.lr")
@@ -112,6 +116,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     from harness import checkpoint, plan, preflight, runner, tables
     from harness import distributed as dd
+    from harness import params as P
     from harness.results import result_path
 
     overrides = list(args.overrides) + ([f"dataset.root={args.data_root}"] if args.data_root else [])
@@ -124,6 +129,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.reference is not None and args.reference not in names:
         raise ConfigError(f"--reference {args.reference!r} is not among this command's runs: {', '.join(names)}"
                           f"{did_you_mean(args.reference, names)}; name one of them")
+    if args.test_stat is not None:
+        tables.tested_column(tables.column_stats(P.as_dict(runs[0].spec.metrics)), args.test_stat)
     out = Path(args.out)
     preflight.check_out(out, [result_path(out, r.spec.name, r.run_name, r.seed).parent for r in runs])
     device = runner.resolve_device(args.device)
@@ -138,8 +145,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     if not info.is_main:
         return 0
     folder = Path(args.out) / runs[0].spec.name
-    _print_tables(results, args.reference)
-    paths = tables.write_tables(results, folder, reference=args.reference)
+    _print_tables(results, args.reference, args.test_stat)
+    paths = tables.write_tables(results, folder, reference=args.reference, test_stat=args.test_stat)
     print(f"\nresults: {folder}/<run>/seed<k>.json; tables: {', '.join(str(p) for p in paths)}")
     return 0
 
@@ -188,10 +195,10 @@ def _run_locked(run, data, opts, tag: str) -> dict | None:
     return done
 
 
-def _print_tables(results: list[dict], reference: str | None = None) -> None:
+def _print_tables(results: list[dict], reference: str | None = None, test_stat: str | None = None) -> None:
     from harness import tables
 
-    rendered = tables.render(results, "simple", reference=reference)
+    rendered = tables.render(results, "simple", reference=reference, test_stat=test_stat)
     print(f"\nAccuracy (test split, %; mean ± std over seeds)\n{rendered['accuracy']}")
     print(f"\nTiming and peak memory ({tables.hardware_line(results)})\n{rendered['timing']}")
 
@@ -221,16 +228,16 @@ def cmd_table(args: argparse.Namespace) -> int:
     results = load_results(folder) if folder.is_dir() else []
     if not results:
         raise ConfigError(f"no result files (<method>/seed<k>.json) under {folder}")
+    if args.split == "val" and args.reference:
+        raise ConfigError("--split val shows validation metrics only; significance tests use the test split's "
+                          "per-query ranks, so drop --reference")
     for task in sorted({r["task"] for r in results}):
         subset = [r for r in results if r["task"] == task]
-        if args.split == "val":
-            rendered = tables.render([tables.validation_view(r) for r in subset], args.format, reference=args.reference)
-            print(f"Task {task}\n\nValidation split, selected epoch of each run\n{rendered['accuracy']}\n")
-            continue
-        rendered = tables.render(subset, args.format, reference=args.reference)
-        print(f"Task {task}\n\nAccuracy\n{rendered['accuracy']}\n\nTiming ({tables.hardware_line(subset)})\n{rendered['timing']}\n")
+        shown = tables.validation_view(subset) if args.split == "val" else subset
+        rendered = tables.render(shown, args.format, reference=args.reference, test_stat=args.test_stat)
+        print(f"Task {task}\n\nAccuracy ({args.split})\n{rendered['accuracy']}\n\nTiming ({tables.hardware_line(subset)})\n{rendered['timing']}\n")
         tables.write_tables(subset, folder if len({r['task'] for r in results}) == 1 else folder / task,
-                            reference=args.reference)
+                            reference=args.reference, test_stat=args.test_stat, split=args.split)
     return 0
 
 

@@ -8,15 +8,40 @@ Hidden class labels, when a source has them, serve the class-based metrics only.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
+import os
+import re
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-from harness.errors import ConfigError
+from harness.errors import ConfigError, DataError
 
 SPLITS = ("train", "val", "test")
+_VAR = re.compile(r"\$\{(\w+)(?::-([^}]*))?\}")
+
+
+def expand_root(text: str) -> Path:
+    """A dataset folder named in a task file: ``~`` and ``${NAME}`` / ``${NAME:-default}`` expanded; an
+    unset variable without default is an error. Relative paths stay relative to the working directory."""
+    def var(match: re.Match) -> str:
+        name, default = match.group(1), match.group(2)
+        if name in os.environ:
+            return os.environ[name]
+        if default is None:
+            raise DataError(f"dataset root {text!r} uses ${{{name}}}, which is not set; set it or pass --data-root PATH")
+        return default
+
+    return Path(_VAR.sub(var, text)).expanduser()
+
+
+def standardize(x: np.ndarray, reference: np.ndarray) -> np.ndarray:
+    """Per-feature z-score of ``x`` using the mean and std of ``reference`` (the training split), float32;
+    a feature constant in ``reference`` is only centred."""
+    mean, std = reference.mean(0), reference.std(0)
+    return ((x - mean) / np.where(std > 0, std, 1.0)).astype(np.float32)
 
 
 def take(features: Any, index: torch.Tensor) -> Any:
@@ -195,3 +220,15 @@ class PairedData:
         """Item shape per modality, read from the training split."""
         train = self["train"]
         return {"a": input_shape(train.a), "b": input_shape(train.b)}
+
+
+def standardize_splits(splits: dict[str, Split]) -> dict[str, Split]:
+    """Every split with each modality's features z-scored per feature by the training split's mean and
+    std (:func:`standardize`); pairing and labels unchanged. Features must be in-memory tensors."""
+    train = splits["train"]
+    out = {}
+    for name, split in splits.items():
+        a = torch.from_numpy(standardize(split.a.numpy(), train.a.numpy()))
+        b = torch.from_numpy(standardize(split.b.numpy(), train.b.numpy()))
+        out[name] = replace(split, a=a, b=b)
+    return out

@@ -76,7 +76,8 @@ def rank_folds(blocks: list[torch.Tensor], folds: list[Fold], split: Split, metr
                ranks: dict[str, torch.Tensor] | None = None) -> dict[str, float]:
     """Metrics of each fold's block, averaged over folds (rsum recomputed from the mean recalls),
     named with the protocol's prefix ('' or '<n>folds/'). When ``ranks`` is given, every query's
-    rank is stored in it under '<prefix><direction>/<relevance>' (folds concatenated in order)."""
+    rank is stored in it under '<prefix><direction>/<relevance>' and, with ``map``, its average precision
+    under '<prefix><direction>/<relevance>/AP' (folds concatenated in order)."""
     per_fold, per_fold_ranks = [], []
     for sims, (a, b) in zip(blocks, folds):
         labels_b = split.labels_b[b] if split.labels_b is not None else None
@@ -108,13 +109,14 @@ def _rank(sims: torch.Tensor, b_to_a: torch.Tensor, labels_a: torch.Tensor | Non
         for relevance in metrics.relevance:
             rel = masks[relevance]
             s, rel = (sims.T, rel.T) if DIRECTIONS[direction] else (sims, rel)
-            query = query_ranks(s, rel)
-            if ranks is not None:
-                ranks[f"{direction}/{relevance}"] = query
+            query, per_query = query_ranks(s, rel), {}
             stats = summarize_ranks(query, metrics.ks)
             if metrics.precision_stats():
                 stats.update(precision_metrics(s, rel, ap=metrics.map, ap_ks=metrics.map_at,
-                                               precision_ks=metrics.precision_at))
+                                               precision_ks=metrics.precision_at, per_query=per_query))
+            if ranks is not None:  # per-query ranks (and average precisions) for the paired bootstrap
+                ranks[f"{direction}/{relevance}"] = query
+                ranks.update({f"{direction}/{relevance}/{k}": v for k, v in per_query.items()})
             for name, value in stats.items():
                 out[f"{direction}/{prefix[relevance]}{name}"] = value
     if metrics.rsum:

@@ -1,9 +1,11 @@
 """The interface every method in ``baselines/`` implements.
 
 A method owns its encoders (and any extra parameters or state such as SwAMP's
-prototypes and queue). The training loop only calls :meth:`Method.loss`; the
-evaluation only calls :meth:`Method.encode` and :meth:`Method.score`. Methods whose
-similarity is not a dot product (cross attention) override ``score``.
+prototypes and queue). The training loop only calls :meth:`Method.start_epoch` and
+:meth:`Method.loss`; the evaluation only calls :meth:`Method.encode` and :meth:`Method.score`.
+Methods whose similarity is not a dot product (cross attention) override ``score``.
+A method fitted in closed form rather than by gradient steps (CCA) sets
+``trains_by_gradient = False`` and implements :meth:`Method.fit_closed_form` instead of ``loss``.
 """
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from harness.data import Split
 from harness.errors import ConfigError
 
 
@@ -21,6 +24,7 @@ class Method(nn.Module):
 
     Params: ClassVar[type]
     registry_name: ClassVar[str]
+    trains_by_gradient: ClassVar[bool] = True  # False: the runner calls fit_closed_form once instead
 
     def __init__(self, encoders: dict[str, nn.Module], params: Any):
         super().__init__()
@@ -58,6 +62,15 @@ class Method(nn.Module):
     def test_time_budget_s(self) -> float | None:
         """Seconds that the test scoring of one protocol may take (None: no limit); see :meth:`score_within`."""
         return None
+
+    def start_epoch(self, epoch: int) -> None:
+        """Called by the training loop before the steps of every epoch (1-based, also when a run resumes),
+        for methods whose loss depends on the epoch (a warm-up); nothing by default."""
+
+    def fit_closed_form(self, split: Split) -> None:
+        """Fit every parameter from the training ``split`` at once (methods with ``trains_by_gradient =
+        False``); the runner times it as the run's only training epoch."""
+        raise NotImplementedError(f"{type(self).__name__} trains by gradient steps; it has no closed-form fit")
 
     def loss(self, x_a: Any, x_b: Any) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """Training loss of a batch of pairs (row i of x_a with row i of x_b) and detached scalars to log."""

@@ -162,11 +162,16 @@ def precisions_at(sims: torch.Tensor, relevant: torch.Tensor, k: int, chunk_elem
 
 
 def precision_metrics(sims: torch.Tensor, relevant: torch.Tensor, *, ap: bool = True,
-                      ap_ks: tuple[int, ...] = (), precision_ks: tuple[int, ...] = ()) -> dict[str, float]:
-    """Mean average precision over queries as percentages: 'mAP' (whole gallery), 'mAP@k', 'P@k'."""
+                      ap_ks: tuple[int, ...] = (), precision_ks: tuple[int, ...] = (),
+                      per_query: dict[str, torch.Tensor] | None = None) -> dict[str, float]:
+    """Mean average precision over queries as percentages: 'mAP' (whole gallery), 'mAP@k', 'P@k'.
+    ``per_query``, when given, receives each query's average precision (0–1) under 'AP'."""
     out: dict[str, float] = {}
     if ap:
-        out["mAP"] = float(average_precisions(sims, relevant).mean() * 100.0)
+        aps = average_precisions(sims, relevant)  # (Q,)
+        out["mAP"] = float(aps.mean() * 100.0)
+        if per_query is not None:
+            per_query["AP"] = aps
     for k in ap_ks:
         out[f"mAP@{k}"] = float(average_precisions(sims, relevant, k=k).mean() * 100.0)
     for k in precision_ks:

@@ -107,6 +107,21 @@ def require(condition: bool, where: str, message: str) -> None:
         raise ConfigError(f"{where}: {message}")
 
 
+def defaults(obj: Any) -> dict[str, Any]:
+    """The default value of every field of ``obj``'s parameter dataclass that has one, YAML-keyed like
+    :func:`as_dict` (to recognise a setting added after a result file was written)."""
+    out = {}
+    for f in dataclasses.fields(obj):
+        if f.default is not dataclasses.MISSING:
+            value = f.default
+        elif f.default_factory is not dataclasses.MISSING:
+            value = f.default_factory()
+        else:
+            continue
+        out[yaml_key(f)] = list(value) if isinstance(value, tuple) else value
+    return out
+
+
 def as_dict(obj: Any) -> dict[str, Any]:
     """The parameters as a plain YAML-keyed dict (for result files)."""
     out = {}

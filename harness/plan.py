@@ -94,9 +94,15 @@ def with_legacy_defaults(old: dict[str, Any], current: dict[str, Any]) -> dict[s
     return out
 
 
-def diff(base: dict[str, Any], config: dict[str, Any]) -> dict[str, Any]:
-    """Settings of resolved ``config`` that differ from resolved ``base`` (neutral ones ignored)."""
+def diff(base: dict[str, Any], config: dict[str, Any], defaults: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Settings of resolved ``config`` that differ from resolved ``base`` (neutral ones ignored).
+
+    ``defaults`` (``TaskSpec.resolved(method, params.defaults)``): a setting that ``base`` lacks, because
+    it was added to the code after ``base`` was written, counts as having its default value there.
+    """
     a, b = flatten(base), flatten(config)
+    fallback = flatten(defaults or {})
+    a.update({k: fallback[k] for k in b.keys() - a.keys() if k in fallback})
     return {setting_name(k): b.get(k) for k in b.keys() | a.keys() if a.get(k) != b.get(k) and k not in NEUTRAL}
 
 
@@ -111,8 +117,9 @@ def _text(value: Any) -> str:
 
 
 def run_name(method: str, varied: dict[str, Any]) -> str:
-    """'swamp' or 'swamp@K=200,train.epochs=1'."""
-    tags = [f"{k}={_text(v)}" for k, v in ordered(varied).items()]
+    """'swamp' or 'swamp@K=200,train.epochs=1': one folder name, so '/' in a value (a path, a metric
+    such as '5folds/rsum') is written %2F (and '%' itself %25)."""
+    tags = [f"{k}={_text(v).replace('%', '%25').replace('/', '%2F')}" for k, v in ordered(varied).items()]
     return f"{method}@{','.join(tags)}" if tags else method
 
 

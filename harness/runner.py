@@ -15,9 +15,11 @@ import torch
 from tqdm.auto import tqdm
 
 from harness import checkpoint as ckpt
+from harness import collapse
 from harness import distributed as dd
 from harness import evaluate as ev
 from harness import guards
+from harness import params as P
 from harness import plan, preflight
 from harness import precision as prec
 from harness import train as tr
@@ -109,7 +111,8 @@ def finished_result(run: Run, opts: RunOptions) -> dict[str, Any] | None:
         raise ConfigError(f"cannot read the result file {path} ({err}); delete it, or pass --force to run again "
                           "and replace it") from None
     current = run.spec.resolved(run.method)
-    changed = sorted(plan.diff(plan.with_legacy_defaults(done.get("config", {}), current), current))
+    changed = sorted(plan.diff(plan.with_legacy_defaults(done.get("config", {}), current), current,
+                               defaults=run.spec.resolved(run.method, P.defaults)))
     if changed or done.get("init") != _init_text(opts):
         raise ConfigError(f"{path} exists but was produced with other settings ({', '.join(changed) or 'init'}); "
                           "pass --force to replace it, or --out to write elsewhere")
@@ -124,9 +127,10 @@ def _init_text(opts: RunOptions) -> str | None:
 def run_one(run: Run, data: PairedData, opts: RunOptions) -> dict[str, Any] | None:
     """Train (resuming an interrupted run) and test one (method, seed); write and return its result.
 
-    Under torchrun every process trains its shard of each batch; only rank 0 validates (and shares
-    the scores, so all select the same epoch), writes checkpoints, tests and writes the result;
-    the other processes return None.
+    A method with ``trains_by_gradient = False`` is fitted once in closed form on the training split
+    (timed as its only training epoch) instead. Under torchrun every process trains its shard of
+    each batch; only rank 0 validates (and shares the scores, so all select the same epoch), writes
+    checkpoints, tests and writes the result; the other processes return None.
     """
     started = time.perf_counter()
     spec, name, seed, info = run.spec, run.method, run.seed, opts.dist
@@ -136,28 +140,11 @@ def run_one(run: Run, data: PairedData, opts: RunOptions) -> dict[str, Any] | No
     method = build_method(spec, name, data, opts.device)
     if opts.init is not None:
         ckpt.load_encoders(method, opts.init)
-    optimizer = tr.make_optimizer(method, m.train)
-    scheduler = tr.make_scheduler(optimizer, m.train)
     path = result_path(opts.out, spec.name, run.run_name, seed)
-    resume = ckpt.resume_path(path)
-    fingerprint = {"config": spec.resolved(name), "seed": seed, "init": _init_text(opts),
-                   "world_size": info.world_size}
-    state, generator = None, None
-    if resume.exists() and not opts.force:
-        state, generator = ckpt.load_resume(resume, fingerprint, method, optimizer, scheduler)
-    resumed_from = len(state.history) if state is not None else 0
     prof = Profiler(opts.device)
+    resume = ckpt.resume_path(path)
+    test_memory = guards.memory_settings(spec, name, "test")
     precision = m.train.precision
-    steps_per_epoch = -(-data["train"].n_pairs // m.train.batch_size)
-    guard = guards.NonFiniteGuard(opts.on_nan, guards.hyperparameters(spec, name), steps_per_epoch, resume,
-                                  step=resumed_from * steps_per_epoch)
-    step = tr.make_step(method, optimizer, data["train"], opts.device, m.train.grad_clip,
-                        loss_fn=prec.wrap_forward(dd.wrap_ddp(method, info, opts.device), precision, opts.device),
-                        shard=partial(dd.shard, info=info) if info.world_size > 1 else None,
-                        world_size=info.world_size, check_loss=guard)
-    train_memory, test_memory = (guards.memory_settings(spec, name, phase) for phase in ("train", "test"))
-    step = guards.on_oom(guard.count(prec.wrap_step(step, precision)), "a training step", train_memory, opts.device,
-                         resume)
 
     def val_metrics() -> dict[str, float]:
         with prec.scope(precision, opts.device):
@@ -165,22 +152,16 @@ def run_one(run: Run, data: PairedData, opts: RunOptions) -> dict[str, Any] | No
 
     validate = prof.timed("validate", guards.on_oom(lambda: dd.from_main(val_metrics, info), "validation",
                                                     test_memory, opts.device, resume))
-    bar = _progress(m.train.epochs, resumed_from, f"{run.run_name} seed{seed}", opts.progress and info.is_main)
-
-    def on_epoch(record: dict[str, float]) -> None:
-        bar.set_postfix(loss=f"{record.get('loss', float('nan')):.4g}",  # no loss: every step skipped (--on-nan)
-                        **{f"val {m.train.select}": f"{record['val/' + m.train.select]:.2f}"})
-        bar.update()
-
-    def after_epoch(result: tr.FitResult, gen: torch.Generator) -> None:
-        if info.is_main:
-            ckpt.save_resume(resume, fingerprint, method, optimizer, scheduler, result, gen)
-
-    with prof.phase("train"):
-        fit = tr.fit(method, data["train"], m.train, seed=seed, step=prof.timed("train_step", step),
-                     epoch=prof.timed("train_epoch", tr.run_epoch), validate=validate, on_epoch=on_epoch,
-                     scheduler=scheduler, state=state, generator=generator, after_epoch=after_epoch)
-    bar.close()
+    chance = collapse.chance_level(data["val"], spec.metrics, m.train.select) if info.is_main else None
+    if method.trains_by_gradient:
+        fit, resumed_from, skipped = _train(run, method, data, opts, prof, validate, chance)
+    else:
+        fit_fn = guards.on_oom(method.fit_closed_form, "the closed-form fit",
+                               guards.memory_settings(spec, name, "train"), opts.device, resume)
+        with prof.phase("train"):
+            fit = tr.fit_closed_form(method, data["train"], prof.timed("train_epoch", fit_fn), validate)
+        resumed_from, skipped = 0, []
+        prof.notes.append("closed-form fit: train_epoch is the time of the fit; there are no gradient steps")
     if not info.is_main:
         return None
     method.load_state_dict(fit.best_state)
@@ -192,10 +173,12 @@ def run_one(run: Run, data: PairedData, opts: RunOptions) -> dict[str, Any] | No
     payload = {
         "schema": SCHEMA, "task": spec.name, "task_version": spec.version, "run_name": run.run_name,
         "method": name, "seed": seed, "varied": run.varied, "init": _init_text(opts), "metrics": metrics,
-        "best_epoch": fit.best_epoch,
+        "training": "gradient" if method.trains_by_gradient else "closed_form", "best_epoch": fit.best_epoch,
         "val_at_best": {k[4:]: v for k, v in fit.history[fit.best_epoch - 1].items() if k.startswith("val/")},
+        "collapse": collapse.detect(fit.history, chance, patience=m.train.collapse_patience,
+                                    tolerance=m.train.collapse_tolerance, best_epoch=fit.best_epoch),
         "history": fit.history, "profile": prof.summary(), "resumed_from_epoch": resumed_from,
-        "on_nan": opts.on_nan, "skipped_steps": guard.skipped,
+        "on_nan": opts.on_nan, "skipped_steps": skipped,
         "distributed": {"world_size": info.world_size, "backend": info.backend,
                         "batch_per_process": -(-m.train.batch_size // info.world_size)},
         "config": spec.resolved(name), "overrides": list(spec.overrides), "reference": spec.raw.get("reference"),
@@ -214,6 +197,61 @@ def run_one(run: Run, data: PairedData, opts: RunOptions) -> dict[str, Any] | No
     write_json_atomic(path, payload)
     resume.unlink(missing_ok=True)
     return {**payload, "_path": str(path)}  # as harness.results.load_results returns it
+
+
+def _train(run: Run, method: Method, data: PairedData, opts: RunOptions, prof: Profiler, validate: Any,
+           chance: collapse.Chance | None) -> tuple[tr.FitResult, int, list[dict[str, Any]]]:
+    """Gradient training with per-epoch resume checkpoints, the non-finite and out-of-memory guards and
+    the collapse warning; returns (fit, epochs resumed, skipped steps)."""
+    spec, info, m = run.spec, opts.dist, run.spec.methods[run.method]
+    optimizer = tr.make_optimizer(method, m.train)
+    scheduler = tr.make_scheduler(optimizer, m.train)
+    resume = ckpt.resume_path(result_path(opts.out, spec.name, run.run_name, run.seed))
+    fingerprint = {"config": spec.resolved(run.method), "seed": run.seed, "init": _init_text(opts),
+                   "world_size": info.world_size}
+    state, generator = None, None
+    if resume.exists() and not opts.force:
+        state, generator = ckpt.load_resume(resume, fingerprint, method, optimizer, scheduler)
+    resumed_from = len(state.history) if state is not None else 0
+    steps_per_epoch = -(-data["train"].n_pairs // m.train.batch_size)
+    guard = guards.NonFiniteGuard(opts.on_nan, guards.hyperparameters(spec, run.method), steps_per_epoch, resume,
+                                  step=resumed_from * steps_per_epoch)
+    step = tr.make_step(method, optimizer, data["train"], opts.device, m.train.grad_clip,
+                        loss_fn=prec.wrap_forward(dd.wrap_ddp(method, info, opts.device), m.train.precision,
+                                                  opts.device),
+                        shard=partial(dd.shard, info=info) if info.world_size > 1 else None,
+                        world_size=info.world_size, check_loss=guard)
+    step = guards.on_oom(guard.count(prec.wrap_step(step, m.train.precision)), "a training step", guards.memory_settings(spec, run.method, "train"),
+                         opts.device, resume)
+    label = f"{run.run_name} seed{run.seed}"
+    bar = _progress(m.train.epochs, resumed_from, label, opts.progress and info.is_main)
+    warned = resumed_from > 0 and _collapsed(state.history, chance, m.train) is not None
+
+    def on_epoch(record: dict[str, float]) -> None:
+        bar.set_postfix(loss=f"{record.get('loss', float('nan')):.4g}",  # no loss: every step skipped (--on-nan)
+                        **{f"val {m.train.select}": f"{record['val/' + m.train.select]:.2f}"})
+        bar.update()
+
+    def after_epoch(result: tr.FitResult, gen: torch.Generator) -> None:
+        nonlocal warned
+        if not info.is_main:
+            return
+        ckpt.save_resume(resume, fingerprint, method, optimizer, scheduler, result, gen)
+        found = None if warned else _collapsed(result.history, chance, m.train)
+        if found is not None:
+            warned = True
+            tqdm.write(collapse.warning_line(found, label, run.method))
+
+    with prof.phase("train"):
+        fit = tr.fit(method, data["train"], m.train, seed=run.seed, step=prof.timed("train_step", step),
+                     epoch=prof.timed("train_epoch", tr.run_epoch), validate=validate, on_epoch=on_epoch,
+                     scheduler=scheduler, state=state, generator=generator, after_epoch=after_epoch)
+    bar.close()
+    return fit, resumed_from, guard.skipped
+
+
+def _collapsed(history: list[dict[str, float]], chance: collapse.Chance | None, t: Any) -> dict[str, Any] | None:
+    return collapse.detect(history, chance, patience=t.collapse_patience, tolerance=t.collapse_tolerance)
 
 
 def save_ranks(ranks: dict[str, torch.Tensor], path: Path) -> None:

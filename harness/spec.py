@@ -10,7 +10,7 @@ import copy
 import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import yaml
 
@@ -38,6 +38,8 @@ class TrainSpec:
     select: str = "a2b/R@1"
     eval_batch_size: int = 1024
     precision: str = "fp32"  # fp32 | tf32 | bf16 (harness/precision.py)
+    collapse_patience: int = 10  # epochs a collapse signal must hold before the warning (0: never check)
+    collapse_tolerance: float = 0.02  # relative distance to a loss's collapsed value that counts as on it
 
     def check(self, where: str) -> None:
         P.require(self.batch_size >= 2, where,
@@ -53,6 +55,10 @@ class TrainSpec:
         P.require(self.eval_batch_size >= 1, where, f"eval_batch_size must be >= 1, got {self.eval_batch_size}")
         if self.precision not in PRECISIONS:
             raise unknown("precision", self.precision, PRECISIONS, where)
+        P.require(self.collapse_patience >= 0, where,
+                  f"collapse_patience must be >= 0 epochs (0: no check), got {self.collapse_patience}")
+        P.require(0 <= self.collapse_tolerance < 1, where,
+                  f"collapse_tolerance must be in [0, 1), got {self.collapse_tolerance}")
 
 
 OPTIMIZERS = ("adam", "adamw", "sgd")
@@ -137,15 +143,16 @@ class TaskSpec:
     raw: Mapping[str, Any]
     overrides: tuple[str, ...] = ()  # the NAME.KEY=VALUE settings applied on top of the file
 
-    def resolved(self, method: str) -> dict[str, Any]:
-        """The fully resolved configuration of one method, as stored in result files."""
+    def resolved(self, method: str, values: Callable[[Any], dict[str, Any]] = P.as_dict) -> dict[str, Any]:
+        """The fully resolved configuration of one method, as stored in result files; with
+        ``values=params.defaults``, the same layout holding each setting's default instead."""
         m = self.methods[method]
         return {
             "task": self.name, "version": self.version,
-            "dataset": {"source": self.dataset.kind, **P.as_dict(self.dataset.params)},
-            "encoders": {k: {"type": e.kind, **P.as_dict(e.params)} for k, e in self.encoders.items()},
-            "metrics": P.as_dict(self.metrics), "train": P.as_dict(m.train),
-            "method": {"name": m.name, "method": m.method, **P.as_dict(m.params)},
+            "dataset": {"source": self.dataset.kind, **values(self.dataset.params)},
+            "encoders": {k: {"type": e.kind, **values(e.params)} for k, e in self.encoders.items()},
+            "metrics": values(self.metrics), "train": values(m.train),
+            "method": {"name": m.name, "method": m.method, **values(m.params)},
         }
 
 

@@ -6,11 +6,13 @@ Two questions, two tests:
   t-test on the per-seed metric, pairing by seed (Wilcoxon signed-rank as a check from 5 seeds);
 * over test queries — for one trained model, is the difference larger than the choice of test
   queries explains? A paired bootstrap that resamples query indices (the same indices for both
-  runs, since query order is identical between runs of a task).
+  runs, since query order is identical between runs of a task). Recalls are tested through the
+  queries' ranks, mean average precision through the queries' average precisions.
 
 Per-query ranks are 1-based int64 arrays saved beside each result file in an ``.npz`` keyed
 ``<fold prefix><direction>/<relevance>`` (``a2b/pair``, ``5folds/i2t/pair``); R@k of ranks r
-is 100 · mean(r <= k), as in :func:`harness.metrics.summarize_ranks`. An n-fold protocol's
+is 100 · mean(r <= k), as in :func:`harness.metrics.summarize_ranks`. With mAP, the same file
+holds each query's average precision (0–1) under ``<direction>/<relevance>/AP``. An n-fold protocol's
 ranks are the folds' ranks one after another; with folds of equal size, R@k over them equals
 the mean of the per-fold R@k that the result file reports.
 """
@@ -29,6 +31,7 @@ from scipy import stats as sps
 from harness.errors import ConfigError
 
 _RECALL = re.compile(r"^(?P<head>.+)/(?P<rel>class_)?R@(?P<k>\d+)$")
+_MAP = re.compile(r"^(?P<head>.+)/(?P<rel>class_)?mAP$")
 
 
 @dataclass(frozen=True)
@@ -117,13 +120,16 @@ def recall(ranks: np.ndarray, k: int) -> float:
 
 
 def _query_diffs(ranks: np.ndarray, reference: np.ndarray, ks: Sequence[int], key: str) -> np.ndarray:
-    """(Q,) per-query contribution to the recall difference: 100 · Σ_k (hit − reference hit)."""
+    """(Q,) per-query contribution to the difference: 100 · Σ_k (hit − reference hit) for ranks, or
+    100 · (value − reference value) for per-query values such as average precision (``ks`` empty)."""
     r, ref = np.asarray(ranks), np.asarray(reference)
     if r.shape != ref.shape or r.ndim != 1:
         raise ConfigError(f"ranks {key!r}: run has shape {r.shape}, reference {ref.shape}; paired tests need "
                           f"the same test queries in the same order")
     if len(r) == 0:
         raise ConfigError(f"ranks {key!r}: no queries")
+    if not ks:
+        return 100.0 * (r.astype(float) - ref.astype(float))
     hits = sum((r <= k).astype(float) - (ref <= k).astype(float) for k in ks)
     return 100.0 * hits
 
@@ -131,7 +137,8 @@ def _query_diffs(ranks: np.ndarray, reference: np.ndarray, ks: Sequence[int], ke
 def paired_bootstrap(ranks: Mapping[str, np.ndarray], reference: Mapping[str, np.ndarray], ks: Sequence[int], *,
                      n_resamples: int = 10_000, seed: int = 0, confidence: float = 0.95,
                      chunk_elems: int = 2**20) -> Bootstrap:
-    """Paired bootstrap of Σ_key Σ_k R@k(run) − R@k(reference) over test queries.
+    """Paired bootstrap of Σ_key Σ_k R@k(run) − R@k(reference) over test queries (with ``ks`` empty, of
+    Σ_key mean per-query value (run − reference), in percent: mAP from average precisions).
 
     Each resample draws every key's query indices with replacement (keys independently, since
     i2t and t2i have different query counts), the same indices for run and reference. Draws
@@ -170,24 +177,30 @@ def bootstrap_recall(ranks: np.ndarray, reference: np.ndarray, k: int, *, n_resa
 
 
 def query_testable(metric: str) -> bool:
-    """Whether ``metric`` is a recall or an rsum, i.e. has a bootstrap over test queries."""
-    return metric == "rsum" or metric.endswith("/rsum") or bool(_RECALL.match(metric))
+    """Whether ``metric`` is a recall, an rsum or a mAP over the whole gallery, i.e. has a bootstrap over
+    test queries."""
+    return metric == "rsum" or metric.endswith("/rsum") or bool(_RECALL.match(metric) or _MAP.match(metric))
 
 
 def rank_keys(metric: str, metrics_config: Mapping[str, Any]) -> tuple[list[str], list[int]]:
     """Rank-file keys and ks whose recalls sum to ``metric``.
 
     ``a2b/R@1`` -> (['a2b/pair'], [1]); ``a2b/class_R@5`` -> (['a2b/class'], [5]);
-    ``5folds/rsum`` -> (['5folds/i2t/pair', '5folds/t2i/pair'], ks). MedR and MeanR have no
-    bootstrap here (a median is not a sum of per-query terms) and raise ConfigError.
+    ``5folds/rsum`` -> (['5folds/i2t/pair', '5folds/t2i/pair'], ks); ``i2t/class_mAP`` ->
+    (['i2t/class/AP'], []): per-query average precisions. MedR and MeanR have no bootstrap here
+    (a median is not a mean of per-query terms) and raise ConfigError.
     """
+    ap = _MAP.match(metric)
+    if ap:
+        return [f"{ap['head']}/{'class' if ap['rel'] else 'pair'}/AP"], []
     if metric == "rsum" or metric.endswith("/rsum"):
         prefix = metric[:-len("rsum")]
         return [f"{prefix}{d}/pair" for d in metrics_config["directions"]], list(metrics_config["ks"])
     match = _RECALL.match(metric)
     if not match:
         raise ConfigError(f"no query-level test for metric {metric!r}; valid: <direction>/R@k, "
-                          f"<direction>/class_R@k, rsum (with an optional '<n>folds/' prefix)")
+                          f"<direction>/class_R@k, <direction>/mAP, <direction>/class_mAP, rsum "
+                          "(with an optional '<n>folds/' prefix)")
     relevance = "class" if match["rel"] else "pair"
     return [f"{match['head']}/{relevance}"], [int(match["k"])]
 

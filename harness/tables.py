@@ -42,21 +42,22 @@ def group_runs(results: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]
     return dict(groups)
 
 
-def accuracy_rows(results: list[dict[str, Any]],
-                  reference: str | None = None) -> tuple[list[str], list[list[str]]]:
+def accuracy_rows(results: list[dict[str, Any]], reference: str | None = None,
+                  test_stat: str | None = None) -> tuple[list[str], list[list[str]]]:
     """Header and rows of the accuracy table (plus published reference rows when the task has them).
 
     One row group per (fold protocol, relevance); results on a source marked ``timing_only``
     (random data in a real dataset's shapes) say so in every row. With a ``reference`` run,
-    recall cells of other runs that differ from it (paired t-test over seeds, p < ``ALPHA``)
-    get a ``*``, and four columns test the row group's first recall column (see
-    :func:`accuracy_footnote`).
+    recall and mAP cells of other runs that differ from it (paired t-test over seeds, p < ``ALPHA``)
+    get a ``*``, and four columns test one column of each row group: the statistic ``test_stat``
+    (e.g. 'mAP'; default: the first, R@k) (see :func:`accuracy_footnote`).
     """
     groups = group_runs(results)
     _check_reference(groups, reference)
     first = results[0]
     metrics = first["config"]["metrics"]
-    stat_names = [f"R@{k}" for k in metrics["ks"]] + ["MedR"] + _precision_stats(metrics)
+    stat_names = column_stats(metrics)
+    tested = tested_column(stat_names, test_stat)
     columns = [(f"{d} {s}", d, s) for d in metrics["directions"] for s in stat_names]
     header = ["error type", "method", "seeds"] + [c[0] for c in columns] + (["rsum"] if metrics.get("rsum") else [])
     header += [f"Δ vs {reference}", "95% CI", "p (seeds, paired t)", "p (queries, bootstrap)"] if reference else []
@@ -70,14 +71,36 @@ def accuracy_rows(results: list[dict[str, Any]],
             for name, runs in groups.items():
                 ref_runs = groups[reference] if reference and name != reference else None
                 cells = [_accuracy_cell(runs, m, ref_runs) for m in names]
-                extra = _significance_cells(runs, ref_runs, names[0]) if reference else []
-                rows.append([label, name + _skipped_note(runs, names[0]), str(len(runs)), *cells, *extra])
+                extra = _significance_cells(runs, ref_runs, names[tested]) if reference else []
+                rows.append([label, name + _skipped_note(runs, names[tested]) + collapse_flag(runs), str(len(runs)),
+                             *cells, *extra])
             for name, published in (published_runs.get("methods") or {}).items():
                 cells = [_published(published.get(m, _published_rsum(published, names, m))) for m in names]
                 if any(c != "–" for c in cells):
                     rows.append([label, f"{name} ({published_runs.get('label', 'published')})", "–", *cells,
                                  *(["–"] * 4 if reference else [])])
     return header, rows
+
+
+def column_stats(metrics: dict[str, Any]) -> list[str]:
+    """The statistics shown per direction for a result's (or task's resolved) metric settings."""
+    return [f"R@{k}" for k in metrics["ks"]] + ["MedR"] + _precision_stats(metrics)
+
+
+def tested_column(stat_names: list[str], test_stat: str | None) -> int:
+    """Index of the statistic the significance columns test (the first one unless ``test_stat``); a
+    statistic that is not shown or has no test over queries raises ConfigError."""
+    if test_stat is None:
+        return 0
+    if test_stat not in stat_names or not stats.query_testable(f"x/{test_stat}"):
+        raise unknown("statistic to test", test_stat, [s for s in stat_names if stats.query_testable(f"x/{s}")])
+    return stat_names.index(test_stat)
+
+
+def validation_view(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The result dicts with the validation metrics of their selected epoch as ``metrics`` (for choosing
+    settings without the test split); no published rows, no per-query ranks."""
+    return [{**r, "metrics": r["val_at_best"], "reference": None, "ranks": None} for r in results]
 
 
 def _precision_stats(metrics: dict[str, Any]) -> list[str]:
@@ -124,19 +147,37 @@ def _p(p: float | None) -> str:
     return "–" if p is None else "<0.001" if p < 0.001 else f"{p:.3f}"
 
 
-def accuracy_footnote(results: list[dict[str, Any]], reference: str | None) -> list[str]:
-    """Lines explaining the markers and test columns under the accuracy table (none without a reference)."""
+def collapse_flag(runs: list[dict[str, Any]]) -> str:
+    """' [warned j/n]' when j of the run's n seeds recorded a collapse (:mod:`harness.collapse`), with
+    ' [collapsed k/n; warned j/n]' when in k of them it held at the selected epoch; else ''."""
+    records = [r["collapse"] for r in runs if r.get("collapse")]
+    at_best = sum(1 for c in records if c.get("at_best_epoch", True))
+    parts = [f"collapsed {at_best}/{len(runs)}"] * bool(at_best) + [f"warned {len(records)}/{len(runs)}"]
+    return f" [{'; '.join(parts)}]" if records else ""
+
+
+def accuracy_footnote(results: list[dict[str, Any]], reference: str | None, test_stat: str | None = None) -> list[str]:
+    """Lines explaining the collapse flag, the markers and the test columns under the accuracy table."""
+    lines = []
+    if any(r.get("collapse") for r in results):
+        lines.append("[warned j/n]: in j of the n seeds a collapse signal (a loss term at its collapsed value, or the "
+                     "validation selection metric at chance) held for `collapse_patience` epochs in a row and the run "
+                     "warned; [collapsed k/n]: in k of them it held at the selected epoch, whose model the row reports. "
+                     "The result files' `collapse` entry says which signal and when.")
     if reference is None:
-        return []
+        return lines
     metrics = results[0]["config"]["metrics"]
-    main = f"{metrics['directions'][0]} R@{metrics['ks'][0]}"
-    return [f"Cells marked * differ from {reference} at p < {ALPHA} (paired t-test over the seeds both runs "
-            f"have; recall and rsum cells).",
-            f"Last four columns, for each row group's first column ({main}): Δ = mean over common seeds of run − "
-            f"{reference}; 95% CI = Student-t interval of the run's mean; p (seeds, paired t) = that test over "
-            f"common seeds (– below 2); p (queries, bootstrap) = paired bootstrap over test queries, "
-            f"{N_RESAMPLES:,} resamples per seed: largest p over seeds (seeds with p < {ALPHA} / seeds with saved "
-            f"per-query ranks; – without ranks)."]
+    stat = test_stat or f"R@{metrics['ks'][0]}"
+    column = f"{metrics['directions'][0]} {stat}"
+    column = f"first column ({column})" if test_stat is None else f"{column} column"
+    cells = "recall, rsum and mAP cells" if metrics.get("map") else "recall and rsum cells"
+    return lines + [
+        f"Cells marked * differ from {reference} at p < {ALPHA} (paired t-test over the seeds both runs have; {cells}).",
+        f"Last four columns, for each row group's {column}: Δ = mean over common seeds of run − "
+        f"{reference}; 95% CI = Student-t interval of the run's mean; p (seeds, paired t) = that test over "
+        f"common seeds (– below 2); p (queries, bootstrap) = paired bootstrap over test queries, "
+        f"{N_RESAMPLES:,} resamples per seed: largest p over seeds (seeds with p < {ALPHA} / seeds with saved "
+        f"per-query ranks; – without ranks)."]
 
 
 def _metric_names(columns: list[tuple[str, str, str]], metrics: dict[str, Any], n_folds: int,
@@ -168,17 +209,17 @@ def _memory(runs: list[dict[str, Any]], phase: str, field: str) -> list[float]:
     return [r["profile"]["memory"][phase][field] for r in runs if field in r["profile"]["memory"].get(phase, {})]
 
 
-def timing_rows(results: list[dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
+def timing_rows(results: list[dict[str, Any]], reference: str | None = None) -> tuple[list[str], list[list[str]]]:
     """Header and rows of the timing/memory table: one row per (method, test protocol).
 
-    Ratios are against ``reference.timing.relative_to`` when that method ran, else the first
-    method listed. A protocol of n folds reports its times per fold (total / n), as the
+    Ratios are against ``reference.timing.relative_to`` when that method ran, else the run
+    ``reference`` (the accuracy table's), else the first method listed. A protocol of n folds reports its times per fold (total / n), as the
     SwAMP paper does for MS-COCO 1K. Published timings (``reference.timing``) fill labelled
     columns of their own, with the same ratios.
     """
     groups = group_runs(results)
     published = (results[0].get("reference") or {}).get("timing") or {}
-    base = _baseline(groups, published.get("relative_to"))
+    base = _baseline(groups, published.get("relative_to"), reference)
     cuda = any("cuda_max_allocated_mib" in r["profile"]["memory"].get("train", {}) for r in results)
     mem_field, mem_label = ("cuda_max_allocated_mib", "CUDA alloc") if cuda else ("cpu_peak_rss_mib", "RSS")
     header = ["method", "test protocol", "train step ms (median)", "p90 ms", "epoch s", f"step / {base}",
@@ -191,7 +232,7 @@ def timing_rows(results: list[dict[str, Any]]) -> tuple[list[str], list[list[str
     rows = []
     for tag in _protocol_tags(results):
         for name, runs in groups.items():
-            same = _baseline(groups, groups[base][0]["method"], _precision(runs[0]))
+            same = _baseline(groups, groups[base][0]["method"], precision=_precision(runs[0]))
             rows.append(_timing_row(name, runs, groups[same], tag, mem_field) + _published_cells(
                 published, runs[0]["method"], groups[base][0]["method"], tag))
     return header, rows
@@ -215,12 +256,13 @@ def _folds(tag: str) -> int:
     return int(tag[1:-len("folds")]) if tag else 1
 
 
-def _baseline(groups: dict[str, list[dict[str, Any]]], method: str | None, precision: str = "fp32") -> str:
+def _baseline(groups: dict[str, list[dict[str, Any]]], method: str | None, run: str | None = None,
+              precision: str = "fp32") -> str:
     """Run name of the method ratios refer to: ``method`` when it ran (under ``precision`` when it ran under
-    several), else the first run."""
+    several), else the run ``run``, else the first run."""
     runs_of = [name for name, runs in groups.items() if runs[0]["method"] == method]
     same = [name for name in runs_of if _precision(groups[name][0]) == precision]
-    return (same or runs_of or list(groups))[0]
+    return (same or runs_of or [run if run in groups else next(iter(groups))])[0]
 
 
 def _timing_row(name: str, runs: list[dict[str, Any]], base: list[dict[str, Any]], tag: str,
@@ -315,12 +357,12 @@ def hardware_line(results: list[dict[str, Any]]) -> str:
     return " | ".join(seen)
 
 
-def _table_data(results: list[dict[str, Any]], reference: str | None
+def _table_data(results: list[dict[str, Any]], reference: str | None, test_stat: str | None = None
                 ) -> dict[str, tuple[list[str], list[list[str]], list[str]]]:
     """Header, rows and footnote lines of both tables, computed once for every format."""
-    header, rows = accuracy_rows(results, reference)
-    return {"accuracy": (header, rows, accuracy_footnote(results, reference)),
-            "timing": (*timing_rows(results), timing_footnote(results))}
+    header, rows = accuracy_rows(results, reference, test_stat)
+    return {"accuracy": (header, rows, accuracy_footnote(results, reference, test_stat)),
+            "timing": (*timing_rows(results, reference), timing_footnote(results))}
 
 
 def _format(header: list[str], rows: list[list[str]], footnote: list[str], fmt: str) -> str:
@@ -336,28 +378,30 @@ def _format(header: list[str], rows: list[list[str]], footnote: list[str], fmt: 
     return text + "\n" + "\n".join(footnote)
 
 
-def render(results: list[dict[str, Any]], fmt: str, reference: str | None = None) -> dict[str, str]:
+def render(results: list[dict[str, Any]], fmt: str, reference: str | None = None,
+           test_stat: str | None = None) -> dict[str, str]:
     """Both tables as text in ``fmt`` ('md', 'tex' or a tabulate format such as 'simple').
 
-    ``reference`` names a run to test the others against (markers, four test columns and a
-    footnote in the accuracy table); an unknown name raises ConfigError.
+    ``reference`` names a run to test the others against (markers, four test columns of the
+    statistic ``test_stat`` and a footnote in the accuracy table); an unknown name raises ConfigError.
     """
-    return {name: _format(*data, fmt) for name, data in _table_data(results, reference).items()}
+    return {name: _format(*data, fmt) for name, data in _table_data(results, reference, test_stat).items()}
 
 
-def validation_view(result: dict[str, Any]) -> dict[str, Any]:
-    """A result seen through the validation metrics of its selected epoch, for tables that document model
-    selection: no per-query ranks (they are the test's) and no published rows."""
-    return {**result, "metrics": result["val_at_best"], "ranks": None, "reference": None}
-
-
-def write_tables(results: list[dict[str, Any]], folder: Path, reference: str | None = None) -> list[Path]:
-    """Write accuracy/timing tables as Markdown and LaTeX into ``folder``; return the paths."""
+def write_tables(results: list[dict[str, Any]], folder: Path, reference: str | None = None,
+                 test_stat: str | None = None, split: str = "test") -> list[Path]:
+    """Write accuracy/timing tables as Markdown and LaTeX into ``folder``; return the paths. ``split='val'``
+    writes only ``validation.md``/``.tex``: the accuracy table of :func:`validation_view`."""
     task = results[0]
     caption = (f"Task {task['task']} v{task['task_version']}; {len(results)} result files; "
                f"{hardware_line(results)}.")
-    data = _table_data(results, reference)
-    command = f"python -m harness table {folder}" + (f" --reference {reference}" if reference else "")
+    if split == "val":
+        caption += " Validation split, at each run's selected epoch."
+        data = {"validation": _table_data(validation_view(results), None)["accuracy"]}
+    else:
+        data = _table_data(results, reference, test_stat)
+    command = f"python -m harness table {folder}" + (f" --reference {reference}" if reference else "") + \
+        (f" --test-stat {test_stat}" if test_stat else "") + (" --split val" if split == "val" else "")
     written = []
     for ext in ("md", "tex"):
         for name, table in data.items():

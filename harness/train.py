@@ -1,4 +1,5 @@
-"""The training loop: the same for every method; it calls ``method.loss`` and nothing else.
+"""The training loop: the same for every method; it calls ``method.start_epoch`` and ``method.loss``
+and nothing else. Methods fitted in closed form go through :func:`fit_closed_form` instead.
 
 Measurement stays outside: :func:`fit` receives the step function and the epoch
 runner already wrapped by whoever wants to time them.
@@ -104,6 +105,7 @@ def fit(method: Method, split: Split, t: TrainSpec, *, seed: int, step: StepFn,
     result = state if state is not None else FitResult()
     for e in range(len(result.history), t.epochs):
         method.train()
+        method.start_epoch(e + 1)
         logs = epoch(step, split.n_pairs, t.batch_size, generator)
         if scheduler is not None:
             scheduler.step()
@@ -118,6 +120,17 @@ def fit(method: Method, split: Split, t: TrainSpec, *, seed: int, step: StepFn,
         on_epoch(record)
         after_epoch(result, generator)
     return result
+
+
+def fit_closed_form(method: Method, split: Split, fit: Callable[[Split], None],
+                    validate: Callable[[], dict[str, float]]) -> FitResult:
+    """A method without gradient training: ``fit`` (``method.fit_closed_form``, possibly timed) on the
+    training ``split``, then one validation; the result is a single 'epoch' that is also the best."""
+    fit(split)
+    method.eval()
+    val = validate()
+    return FitResult(best_epoch=1, best_score=0.0, best_state=copy.deepcopy(method.state_dict()),
+                     history=[{"epoch": 1, **{f"val/{k}": v for k, v in val.items()}}])
 
 
 def make_scheduler(optimizer: torch.optim.Optimizer, t: TrainSpec) -> torch.optim.lr_scheduler.LRScheduler | None:

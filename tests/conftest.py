@@ -21,6 +21,7 @@ TINY = {
                   "contrastive_weight": 0.0},
         "swamp_plus_contrastive": {"method": "swamp", "K": 16, "queue": 64, "contrastive_weight": 1.0},
         "swamp_hard": {"method": "swamp", "K": 16, "queue": 64, "hard": True},
+        "cca": {"method": "cca", "dim": 4},
     },
 }
 

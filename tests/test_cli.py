@@ -78,6 +78,9 @@ def test_overrides_get_their_own_folder(tiny_task, tmp_path):
     (["--seeds", "a,b"], "--seeds"),
     (["--epochs", "0"], "--epochs"),
     (["--device", "cuda:7" if not __import__("torch").cuda.is_available() else "tpu"], "device"),
+    (["--reference", "contrastive", "--test-stat", "mAP"], "unknown statistic to test 'mAP'"),
+    (["--set", "contrastive.loss=hinge"], "unknown value 'hinge'"),
+    (["--set", "train.collapse_patience=-1"], "collapse_patience must be >= 0"),
 ])
 def test_bad_input_exits_2_without_results(tiny_task, tmp_path, capsys, args, message):
     assert run_cli("run", str(tiny_task), "--out", str(tmp_path / "out"), "--no-progress", *args) == 2
@@ -138,3 +141,10 @@ def test_reference_must_be_one_of_the_runs(tiny_task, tmp_path, capsys):
                    "--out", str(tmp_path / "o")) == 2
     assert "--reference 'contrastive' is not among this command's runs: swamp" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
+
+
+def test_validation_table_has_no_significance(two_runs, capsys):
+    assert run_cli("table", str(two_runs), "--split", "val", "--reference", "contrastive") == 2
+    assert "drop --reference" in capsys.readouterr().err
+    assert run_cli("table", str(two_runs), "--split", "val") == 0
+    assert "Accuracy (val)" in capsys.readouterr().out and (two_runs / "validation.md").exists()

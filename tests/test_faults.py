@@ -196,7 +196,7 @@ def test_a_nan_loss_stops_at_its_step_and_keeps_the_last_checkpoint(tiny_task, t
     line = _one_error_line(capsys)
     folder = tmp_path / "tiny" / "swamp@train.epochs=3"
     assert "non-finite loss at epoch 2, step 3 of 8 (step 11 of the run): swamp=" in line and "loss=nan" in line
-    assert "method=swamp K=16 queue=64 tau=0.1 eta=5.0" in line and "lr=0.001" in line
+    assert "method=swamp " in line and "K=16 queue=64 tau=0.1 eta=5.0" in line and "lr=0.001" in line
     assert f"its last complete epoch stays in {folder / 'seed0.resume.pt'}" in line and "--on-nan skip" in line
     assert not (folder / "seed0.json").exists() and epochs_in(folder / "seed0.resume.pt") == 1
     monkeypatch.undo()  # the same command again: it resumes after epoch 1 and finishes

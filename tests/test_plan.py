@@ -72,3 +72,24 @@ def test_older_result_files_read_added_settings_with_their_old_values():
     assert plan.diff(filled, now) == {"heads": "concat"}  # PAR heads used to split D: a different model
     contrastive = {"method": {"method": "contrastive", "margin": 0.1}}
     assert plan.with_legacy_defaults(contrastive, contrastive) is contrastive  # nothing it lacks
+
+
+def test_settings_added_after_a_result_count_as_their_defaults(tiny_task):
+    from harness import params as P
+    from harness.spec import load_task
+
+    spec = load_task(tiny_task)
+    current, defaults = spec.resolved("contrastive"), spec.resolved("contrastive", P.defaults)
+    older = {**current, "method": {k: v for k, v in current["method"].items() if k not in ("loss", "temperature")},
+             "train": {k: v for k, v in current["train"].items() if not k.startswith("collapse_")}}
+    assert plan.diff(older, current, defaults) == {}
+    assert set(plan.diff(older, current)) == {"loss", "temperature", "train.collapse_patience",
+                                              "train.collapse_tolerance"}  # without defaults: all differ
+    changed = load_task(tiny_task, ["contrastive.loss=sum"]).resolved("contrastive")
+    assert plan.diff(older, changed, defaults) == {"loss": "sum"}  # a non-default value still differs
+
+
+def test_run_names_are_single_folder_names():
+    name = plan.run_name("scan", {"train.select": "5folds/rsum", "dataset.word_vectors": "/data/w2v%.bin"})
+    assert "/" not in name
+    assert name == "scan@train.select=5folds%2Frsum,dataset.word_vectors=%2Fdata%2Fw2v%25.bin"

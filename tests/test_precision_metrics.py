@@ -134,7 +134,9 @@ def test_task_metrics_and_tables_carry_map(tiny_task, tmp_path):
     for name in ("a2b/mAP", "a2b/mAP@5", "a2b/P@10", "a2b/class_mAP", "a2b/class_mAP@5", "a2b/class_P@10"):
         assert 0.0 <= m[name] <= 100.0
     # one relevant item per query (pair relevance): AP is 1 / rank, so mAP is the mean reciprocal rank
-    ranks = np.load(tmp_path / "out" / spec.name / "contrastive" / "seed0.ranks.npz")["a2b/pair"]
+    saved = np.load(tmp_path / "out" / spec.name / "contrastive" / "seed0.ranks.npz")
+    ranks = saved["a2b/pair"]
+    assert m["a2b/class_mAP"] == pytest.approx(100.0 * saved["a2b/class/AP"].mean())  # per-query AP for the bootstrap
     assert m["a2b/mAP"] == pytest.approx(100.0 * np.mean(1.0 / ranks))
     assert m["a2b/P@10"] == pytest.approx(100.0 * np.mean(ranks <= 10) / 10)
     header, _ = tables.accuracy_rows([result])

@@ -84,3 +84,24 @@ def test_synthetic_features_are_standardised_on_train():
                                atol=1e-4, rtol=0)
     raw = SyntheticGaussian.load(small(standardize=False))
     assert float(raw["train"].a.std(0).mean()) < 0.5  # the random nets' raw outputs barely vary
+
+
+def test_paired_arrays_standardize_uses_training_statistics(tmp_path):
+    write_pairs(tmp_path)
+    raw = PairedArrays.load(parse(PairedArraysParams, {"root": str(tmp_path)}, "dataset"))
+    std = PairedArrays.load(parse(PairedArraysParams, {"root": str(tmp_path), "standardize": True}, "dataset"))
+    for modality in ("a", "b"):
+        train = getattr(raw["train"], modality).double()
+        mean, sd = train.mean(0), train.std(0, unbiased=False)
+        torch.testing.assert_close(getattr(std["train"], modality).double().mean(0), torch.zeros_like(mean),
+                                   atol=1e-6, rtol=0)
+        expected = (getattr(raw["test"], modality).double() - mean) / sd  # test uses train's mean and std
+        torch.testing.assert_close(getattr(std["test"], modality).double(), expected, atol=1e-5, rtol=0)
+    assert torch.equal(std["val"].labels_a, raw["val"].labels_a) and std.info["standardized"]
+
+
+def test_paired_arrays_root_expands_variables(tmp_path, monkeypatch):
+    write_pairs(tmp_path)
+    monkeypatch.setenv("MY_FEATURES", str(tmp_path))
+    data = PairedArrays.load(parse(PairedArraysParams, {"root": "${MY_FEATURES}"}, "dataset"))
+    assert data["train"].n_pairs == 30

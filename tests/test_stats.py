@@ -169,3 +169,17 @@ def test_load_ranks_without_file_or_key(tmp_path):
     assert stats.load_ranks({k: v for k, v in r.items() if k != "ranks"}, ["a2b/pair"]) is None
     (tmp_path / "swamp" / "seed0.npz").unlink()
     assert stats.load_ranks(r, ["a2b/pair"]) is None
+
+
+def test_map_is_tested_through_per_query_average_precisions():
+    assert stats.query_testable("i2t/class_mAP") and stats.query_testable("5folds/t2i/mAP")
+    assert not stats.query_testable("i2t/mAP@200")
+    assert stats.rank_keys("i2t/class_mAP", METRICS_CONFIG) == (["i2t/class/AP"], [])
+    assert stats.rank_keys("5folds/t2i/mAP", METRICS_CONFIG) == (["5folds/t2i/pair/AP"], [])
+    ap = np.array([1.0, 0.5, 0.25, 0.0])
+    ref = np.array([0.5, 0.5, 0.25, 0.0])
+    boot = stats.paired_bootstrap({"i2t/class/AP": ap}, {"i2t/class/AP": ref}, [], n_resamples=2000)
+    assert boot.diff == pytest.approx(100 * 0.5 / 4)  # mAP points: 43.75 − 31.25
+    assert boot.ci[0] >= 0.0  # every resample gains or ties
+    same = stats.paired_bootstrap({"k": ap}, {"k": ap}, [], n_resamples=500)
+    assert (same.diff, same.p) == (0.0, 1.0)

@@ -126,3 +126,46 @@ def test_timing_caption_and_ratios_follow_the_precision(tmp_path):
     assert ratio == {"swamp_par": "1.00×", "scan": "2.00×", "swamp_par@bf16": "1.00×", "scan@bf16": "3.00×"}
     assert "Ratios compare runs of the same train.precision." in tables.render(runs, "md")["timing"]
     assert tables.hardware_line(runs[:1]) == "cpu (2 cores, 1 torch threads); torch 2; device cpu; precision fp32"
+
+
+def _with_ap(results: list[dict], gain: float) -> list[dict]:
+    """Add per-query average precisions (swamp's higher by ``gain``) and their mean as 'a2b/mAP'."""
+    metrics = {**METRICS, "map": True}
+    for r in results:
+        ap = np.clip(np.random.default_rng(r["seed"]).random(300) + (gain if r["run_name"] == "swamp" else 0), 0, 1)
+        path = Path(r["_path"]).with_suffix(".npz")
+        np.savez(path, **{**dict(np.load(path)), "a2b/pair/AP": ap})
+        r["config"] = {"metrics": metrics}
+        r["metrics"]["a2b/mAP"] = float(ap.mean() * 100)
+    return results
+
+
+def test_significance_columns_can_test_map(results):
+    results = _with_ap(results, 0.2)
+    text = tables.render(results, "md", reference="contrastive", test_stat="mAP")["accuracy"]
+    swamp = _rows(text)["swamp"]
+    assert swamp[6].endswith("*")  # the mAP cell is marked too
+    delta = float(swamp[-4])
+    expected = np.mean([r["metrics"]["a2b/mAP"] for r in results[3:]]) - np.mean(
+        [r["metrics"]["a2b/mAP"] for r in results[:3]])
+    assert delta == pytest.approx(expected, abs=0.01)
+    assert swamp[-1].endswith("(3/3)") and "a2b mAP column" in text and "and mAP cells" in text
+    with pytest.raises(ConfigError, match=r"unknown statistic to test 'MedR'.*valid: R@1, R@5, mAP"):
+        tables.render(results, "md", reference="contrastive", test_stat="MedR")
+
+
+def test_validation_view_shows_the_selected_epochs_validation_metrics(results, tmp_path):
+    for r in results:
+        r["val_at_best"] = {"a2b/R@1": 10.0 + r["seed"], "a2b/R@5": 50.0, "a2b/MedR": 3.0}
+        r["reference"] = {"label": "paper", "methods": {"swamp": {"a2b/R@1": 99.0}}}
+    rows = _rows(tables.render(tables.validation_view(results), "md")["accuracy"])
+    assert rows["swamp"][3] == "11.00 ± 1.00" and not any("paper" in name for name in rows)
+    (path_md, path_tex) = tables.write_tables(results, tmp_path, split="val")
+    assert path_md.name == "validation.md" and "--split val" in path_md.read_text()
+    assert "11.00 ± 1.00" in path_md.read_text() and path_tex.suffix == ".tex"
+
+
+def test_timing_ratios_follow_the_reference_run(results):
+    header, rows = tables.timing_rows(results, reference="swamp")
+    assert "step / swamp" in header
+    assert tables.timing_rows(results)[0][5] == "step / contrastive"  # the first run by default

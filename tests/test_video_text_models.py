@@ -73,6 +73,14 @@ def test_swamp_mmr_adds_the_ranking_loss_to_lambda_times_swamp():
     torch.testing.assert_close(total, logs["contrastive"] + 0.25 * logs["swamp"])
 
 
+def test_swamp_mmr_refuses_pair_loss_settings_it_would_ignore():
+    from harness.params import parse
+
+    with pytest.raises(ConfigError, match="loss choose SwAMP.s pair loss"):
+        parse(SwAMPMMRParams, {"K": 4, "queue": 16, "loss": "infonce"}, "methods.swamp")
+    assert parse(SwAMPMMRParams, {"K": 4, "queue": 16, "margin": 0.2}, "methods.swamp").margin == 0.2
+
+
 def test_t2v_is_the_caption_query_direction():
     sims = torch.randn(3, 6)  # 3 videos, 6 captions; caption j belongs to video j // 2
     owner = torch.tensor([0, 0, 1, 1, 2, 2])

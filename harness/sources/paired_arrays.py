@@ -1,7 +1,10 @@
 """User-supplied paired features: ``<root>/<split>_a.npy``, ``<split>_b.npy``, optional ``<split>_labels.npy``.
 
 Row i of ``a`` is paired with row i of ``b``; any number of rows and any feature
-size work, since encoders size themselves from the arrays.
+size work, since encoders size themselves from the arrays. ``standardize: true`` z-scores
+every feature of both modalities with the training split's mean and std (recommended for
+features of small variance, such as histograms or topic proportions: see the README).
+``root`` may use ``~`` and ``${NAME:-default}`` (:func:`harness.data.expand_root`).
 """
 from __future__ import annotations
 
@@ -12,7 +15,7 @@ import numpy as np
 import torch
 
 from harness import npy
-from harness.data import SPLITS, PairedData, Split
+from harness.data import SPLITS, PairedData, Split, expand_root, standardize_splits
 from harness.errors import DataError
 from harness.params import require
 from harness.registry import SOURCES
@@ -22,6 +25,7 @@ from harness.registry import SOURCES
 class PairedArraysParams:
     root: str = ""
     splits: tuple[str, ...] = SPLITS
+    standardize: bool = False
 
     def check(self, where: str) -> None:
         require(bool(self.root), where, "root is required: the folder holding <split>_a.npy and <split>_b.npy")
@@ -72,7 +76,7 @@ class PairedArrays:
 
     @staticmethod
     def load(p: PairedArraysParams) -> PairedData:
-        root = Path(p.root).expanduser()
+        root = expand_root(p.root)
         missing = [f for f in expected_files(root, p.splits) if not f.exists()]
         if missing:
             listing = "\n  ".join(str(f) for f in expected_files(root, p.splits))
@@ -82,5 +86,7 @@ class PairedArrays:
                 "file or pass --data-root PATH."
             )
         splits = {name: load_split(root, prefix) for name, prefix in zip(SPLITS, p.splits)}
-        return PairedData(splits, {"source": "paired_arrays", "root": str(root),
+        if p.standardize:
+            splits = standardize_splits(splits)
+        return PairedData(splits, {"source": "paired_arrays", "root": str(root), "standardized": p.standardize,
                                    "sizes": [s.n_pairs for s in splits.values()]})

@@ -11,15 +11,13 @@ folder holding SCAN's ``data/`` contents; ``--data-root`` replaces the whole pat
 """
 from __future__ import annotations
 
-import os
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
 from harness import npy
-from harness.data import SPLITS, ArrayRows, PairedData, Split
+from harness.data import SPLITS, ArrayRows, PairedData, Split, expand_root
 from harness.errors import DataError
 from harness.params import require
 from harness.registry import SOURCES
@@ -27,7 +25,6 @@ from harness.text import TokenCaptions, cached_vocab, encode_captions, read_line
 
 PUBLISHED_AT = ("SCAN's precomputed features (data.zip: coco_precomp/, f30k_precomp/) are published by the SCAN "
                 "authors (Lee et al., ECCV 2018) with their code, github.com/kuanghuei/SCAN, section 'Download data'.")
-_VAR = re.compile(r"\$\{(\w+)(?::-([^}]*))?\}")
 
 
 @dataclass(frozen=True)
@@ -43,19 +40,6 @@ class ScanPrecompParams:
         require(len(self.splits) == 3, where, f"splits lists the file prefixes for {', '.join(SPLITS)}")
         require(self.val_images >= 0, where, "val_images must be >= 0 (0: the whole validation split)")
         require(self.min_word_count >= 1, where, "min_word_count must be >= 1")
-
-
-def expand_root(text: str) -> Path:
-    """``~`` and ``${NAME}`` / ``${NAME:-default}`` expanded; an unset variable without default is an error."""
-    def var(match: re.Match) -> str:
-        name, default = match.group(1), match.group(2)
-        if name in os.environ:
-            return os.environ[name]
-        if default is None:
-            raise DataError(f"dataset root {text!r} uses ${{{name}}}, which is not set; set it or pass --data-root PATH")
-        return default
-
-    return Path(_VAR.sub(var, text)).expanduser()
 
 
 def expected_files(root: Path, prefixes: tuple[str, ...]) -> list[Path]:

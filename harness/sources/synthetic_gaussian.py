@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from harness.data import PairedData, Split
+from harness.data import PairedData, Split, standardize
 from harness.params import require
 from harness.registry import SOURCES
 
@@ -72,12 +72,6 @@ def generate(p: SyntheticParams) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     order = rng.permutation(len(labels))
     x_a, x_b = apply_net(f_a, z)[order], apply_net(f_b, z)[order]
     return x_a.astype(np.float32), x_b.astype(np.float32), labels[order]
-
-
-def standardize(x: np.ndarray, reference: np.ndarray) -> np.ndarray:
-    """Per-feature z-score of ``x`` using the mean and std of ``reference`` (float32)."""
-    mean, std = reference.mean(0), reference.std(0)
-    return ((x - mean) / np.where(std > 0, std, 1.0)).astype(np.float32)
 
 
 @SOURCES.register("synthetic_gaussian")
