@@ -9,22 +9,27 @@ import torch
 from torch import nn
 
 from baselines.contrastive import Contrastive, ContrastiveParams
-from harness.encoders.par import PAR
+from harness.encoders.par import HEAD_MODES, PAR, par_width
+from harness.errors import unknown
 from harness.params import require
 from harness.registry import METHODS
 
 
 @dataclass(frozen=True)
 class PARFields:
-    """PAR settings: p queries, attention temperature T, H heads (Flickr30K: 20, 0.5, 1; MS-COCO: 10, 0.5, 2)."""
+    """PAR settings: p queries, attention temperature T, H heads (Flickr30K: 20, 0.5, 1; MS-COCO: 10, 0.5, 2)
+    and how heads combine (``concat``: H poolings side by side, H·p·D wide; ``split``: H groups of D/H)."""
 
     p: int = 20
     T: float = 0.5
     H: int = 1
+    heads: str = "concat"
 
     def check_par(self, where: str) -> None:
         require(self.p >= 1 and self.H >= 1, where, f"p ({self.p}) and H ({self.H}) must be >= 1")
         require(self.T > 0, where, f"T must be > 0, got {self.T}")
+        if self.heads not in HEAD_MODES:
+            raise unknown("heads", self.heads, HEAD_MODES, where)
 
 
 class PARPooled:
@@ -35,12 +40,13 @@ class PARPooled:
 
     def __init__(self, encoders: dict[str, nn.Module], params: Any):
         super().__init__(encoders, params)  # type: ignore[call-arg]
-        self.par = PAR(self.encoder_width, params.p, params.T, params.H)
+        self.par = PAR(self.encoder_width, params.p, params.T, params.H, params.heads)
 
     @property
     def embed_dim(self) -> int:
-        """p · D: the PAR vector's width."""
-        return self.params.p * self.encoder_width
+        """The PAR vector's width: H·p·D (``concat`` heads) or p·D (``split``)."""
+        p = self.params
+        return par_width(self.encoder_width, p.p, p.H, p.heads)
 
     def encode(self, modality: str, x: Any) -> torch.Tensor:
         """(B, p·D) unit-norm PAR vectors of a batch of region sets or captions."""

@@ -25,8 +25,10 @@ from typing import Any, ClassVar
 
 import torch
 
+from baselines import scan_original as original
 from baselines.contrastive import max_violation_loss
 from harness.distributed import global_batch_sum
+from harness.errors import unknown
 from harness.method import Method
 from harness.params import require
 from harness.registry import METHODS
@@ -45,10 +47,20 @@ def xattn_similarity(images: torch.Tensor, captions: torch.Tensor, caption_lengt
 
     ``images`` (n_i, R, D), ``captions`` (n_c, L, D) with anything after each caption's length,
     ``caption_lengths`` (n_c,) in 1..L. ``direction`` is 't2i' or 'i2t', ``agg`` 'avg' or 'lse'.
-    Computed in the inputs' dtype and on their device. Without gradients, three block-sized
-    scratch tensors are allocated once and reused (``memory_budget`` bytes in all); with
-    gradients every block allocates what autograd keeps.
+    Computed on the inputs' device in their common dtype, at least float32, outside autocast:
+    under bf16 autocast the encoders hand over bfloat16 regions and float32 words, and the
+    exp/softmax chain needs float32 (autocast also rejects the scratch tensors' ``out=``).
+    Without gradients, three block-sized scratch tensors are allocated once and reused
+    (``memory_budget`` bytes in all); with gradients every block allocates what autograd keeps.
     """
+    dtype = torch.promote_types(torch.promote_types(images.dtype, captions.dtype), torch.float32)
+    with torch.autocast(images.device.type, enabled=False):
+        return _similarity(images.to(dtype), captions.to(dtype), caption_lengths, direction=direction, agg=agg,
+                           lambda_softmax=lambda_softmax, lambda_lse=lambda_lse, memory_budget=memory_budget, eps=eps)
+
+
+def _similarity(images: torch.Tensor, captions: torch.Tensor, caption_lengths: torch.Tensor, *, direction: str,
+                agg: str, lambda_softmax: float, lambda_lse: float, memory_budget: int, eps: float) -> torch.Tensor:
     _check(images, captions, caption_lengths, direction, agg, lambda_softmax, lambda_lse)
     lengths = caption_lengths.detach().to("cpu", torch.long)
     order = torch.argsort(lengths, descending=True, stable=True)
@@ -218,24 +230,37 @@ def pool(sims: torch.Tensor, mask: torch.Tensor | None, *, dim: int, agg: str, l
     return torch.logsumexp(scaled, dim=dim) / lambda_lse
 
 
+SCORERS = ("vectorised", "original")
+
+
 @dataclass(frozen=True)
 class SCANParams:
     lambda_softmax: float = 9.0
     lambda_lse: float = 6.0
     margin: float = 0.2
     memory_budget_mib: int = 64
+    scorer: str = "vectorised"  # or "original": SCAN's own procedure (baselines/scan_original.py)
+    time_budget_s: float | None = None  # scorer original: stop the test scoring after this long
 
     def check(self, where: str) -> None:
         require(self.lambda_softmax > 0 and self.lambda_lse > 0, where, "lambda_softmax and lambda_lse must be > 0")
         require(self.margin >= 0, where, f"margin must be >= 0, got {self.margin}")
         require(self.memory_budget_mib >= 1, where, "memory_budget_mib must be >= 1")
+        if self.scorer not in SCORERS:
+            raise unknown("scorer", self.scorer, SCORERS, where)
+        require(self.time_budget_s is None or self.time_budget_s > 0, where, "time_budget_s must be > 0")
+        require(self.time_budget_s is None or self.scorer == "original", where,
+                "time_budget_s limits the test scoring of scorer: original only; set scorer: original or "
+                "drop time_budget_s")
 
 
 class SCAN(Method):
     """Per-region and per-word features scored by cross attention, trained with the max-violation hinge.
 
     Encoders: modality a gives (B, R, D) region features, modality b ((B, L, D) word features,
-    (B,) lengths). ``encode`` keeps these sets; ``score`` runs :func:`xattn_similarity`.
+    (B,) lengths). ``encode`` keeps these sets. ``scorer: vectorised`` trains and tests with
+    :func:`xattn_similarity`; ``scorer: original`` with SCAN's own per-caption training forward and
+    its sharded float64 test evaluation (:mod:`baselines.scan_original`), the same scores at SCAN's cost.
     """
 
     Params = SCANParams
@@ -246,16 +271,37 @@ class SCAN(Method):
         """Region features (B, R, D), or (word features (B, L, D), lengths (B,)) for captions."""
         return self.encoders[modality](x)
 
-    def score(self, emb_a: torch.Tensor, emb_b: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
-        """(n_images, n_captions) cross-attention similarity."""
-        words, lengths = emb_b
+    def _kw(self) -> dict[str, Any]:
         p = self.params
-        return xattn_similarity(emb_a, words, lengths, direction=self.direction, agg=self.agg,
-                                lambda_softmax=p.lambda_softmax, lambda_lse=p.lambda_lse,
-                                memory_budget=p.memory_budget_mib * 2**20)
+        return dict(direction=self.direction, agg=self.agg, lambda_softmax=p.lambda_softmax, lambda_lse=p.lambda_lse)
+
+    def similarity(self, emb_a: torch.Tensor, emb_b: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+        """(n_images, n_captions) scores with gradient, as the training forward computes them."""
+        words, lengths = emb_b
+        if self.params.scorer == "original":
+            return original.per_caption_similarity(emb_a, words, lengths.tolist(), **self._kw())
+        return xattn_similarity(emb_a, words, lengths, memory_budget=self.params.memory_budget_mib * 2**20,
+                                **self._kw())
+
+    def score(self, emb_a: torch.Tensor, emb_b: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+        """(n_images, n_captions) cross-attention similarity of a test or validation split."""
+        return self.score_within(emb_a, emb_b, None)[0]
+
+    def score_within(self, emb_a: torch.Tensor, emb_b: tuple[torch.Tensor, torch.Tensor],
+                     deadline: float | None) -> tuple[torch.Tensor, float]:
+        """The scorer's test evaluation; the original one stops at ``deadline`` (see :class:`Method`)."""
+        if self.params.scorer == "original":
+            words, lengths = emb_b
+            return original.sharded_similarity(emb_a, words, lengths, deadline=deadline, **self._kw())
+        return self.similarity(emb_a, emb_b), 1.0
+
+    @property
+    def test_time_budget_s(self) -> float | None:
+        """``time_budget_s`` (original scorer only)."""
+        return self.params.time_budget_s
 
     def loss(self, x_a: Any, x_b: Any) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        loss = max_violation_loss(self.score(self.encode("a", x_a), self.encode("b", x_b)), self.params.margin)
+        loss = max_violation_loss(self.similarity(self.encode("a", x_a), self.encode("b", x_b)), self.params.margin)
         return global_batch_sum(loss), {"loss": loss.detach()}  # negatives from this process's shard
 
 

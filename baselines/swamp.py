@@ -88,7 +88,12 @@ class SwAMPParams(PairLossFields, SwAMPFields):  # margin, loss, temperature, wa
 
 
 class EmbeddingQueue(nn.Module):
-    """FIFO of the latest ``size`` detached (a, b) embedding pairs; newest rows first."""
+    """FIFO of the latest ``size`` detached (a, b) embedding pairs; newest rows first.
+
+    The fill count lives twice: as a buffer (saved in checkpoints) and as a host integer that
+    slices the queue, so that a training step never reads a number back from the GPU (a
+    host–device synchronisation). The host copy is set from the buffer when a state is loaded.
+    """
 
     def __init__(self, size: int, dim: int):
         super().__init__()
@@ -96,6 +101,12 @@ class EmbeddingQueue(nn.Module):
         self.register_buffer("a", torch.zeros(size, dim))
         self.register_buffer("b", torch.zeros(size, dim))
         self.register_buffer("filled", torch.zeros((), dtype=torch.long))
+        self.n_filled = 0  # host copy of ``filled``
+        self.register_load_state_dict_post_hook(lambda module, keys: module.sync_count())
+
+    def sync_count(self) -> None:
+        """Read the fill count from the buffer (after a checkpoint was loaded into it)."""
+        self.n_filled = int(self.filled)
 
     def with_batch(self, emb_a: torch.Tensor, emb_b: torch.Tensor,
                    share: tuple[int, int] = (0, 1)) -> tuple[torch.Tensor, torch.Tensor]:
@@ -104,7 +115,7 @@ class EmbeddingQueue(nn.Module):
         ``share=(rank, world_size)`` keeps only that contiguous chunk of the queued rows: with
         the same queue on every process, each queued row then appears on exactly one process.
         """
-        start, stop = chunk_bounds(int(self.filled), *share)
+        start, stop = chunk_bounds(self.n_filled, *share)
         return (torch.cat([emb_a.detach(), self.a[start:stop]]), torch.cat([emb_b.detach(), self.b[start:stop]]))
 
     @torch.no_grad()
@@ -114,7 +125,8 @@ class EmbeddingQueue(nn.Module):
             return
         self.a.copy_(torch.cat([emb_a.detach(), self.a])[: self.size])
         self.b.copy_(torch.cat([emb_b.detach(), self.b])[: self.size])
-        self.filled.fill_(min(self.size, int(self.filled) + len(emb_a)))
+        self.n_filled = min(self.size, self.n_filled + len(emb_a))
+        self.filled.fill_(self.n_filled)
 
 
 class SwappedAssignments(Method):

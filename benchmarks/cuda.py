@@ -8,7 +8,7 @@ from typing import Any, Callable
 
 import torch
 
-from benchmarks import common
+from benchmarks import common, image_text
 from benchmarks.kernels import ETA, swamp_logits
 from harness.ot import sinkhorn
 
@@ -64,3 +64,32 @@ class CudaSinkhorn(_Cuda):
         n, k = (int(v) for v in shape.split("x"))
         logits = swamp_logits(n, k, torch.Generator().manual_seed(common.SEED)).to(self.device)
         self.call = lambda: sinkhorn(logits, ETA, n_iters=3)
+
+
+class CudaImageTextStep(_Cuda):
+    """A training step at the Flickr30K shape (batch 128, 36 × 2048 regions, D = 1024, p = 20) under each
+    ``train.precision``: the figures behind the paper's per-batch timing."""
+
+    params = [["contrastive_par", "swamp_par", "scan"], ["fp32", "tf32", "bf16"]]
+    param_names = ["method", "precision"]
+
+    def setup(self, method: str, precision: str) -> None:
+        self.device = common.require_cuda()
+        self.call = image_text.step_for(method, (f"train.precision={precision}",), self.device, overrides=(),
+                                        warmup=common.WARMUP_STEPS)
+
+
+class CudaStepRatio:
+    """SwAMP-PAR step / Contrastive-PAR step at the Flickr30K shape on the GPU, fp32 (target: at most 1.15)."""
+
+    unit = "ratio"
+    rounds = 1
+    repeat = 1
+
+    def setup(self) -> None:
+        self.device = common.require_cuda()
+        self.steps = {m: image_text.step_for(m, (), self.device, overrides=(), warmup=common.WARMUP_STEPS)
+                      for m in ("swamp_par", "contrastive_par")}
+
+    def track_swamp_par_over_contrastive_par(self) -> float:
+        return image_text.step_ratio(self.steps, self.device, n=30)

@@ -24,6 +24,8 @@ import torch
 import torch.nn.functional as F
 
 from baselines.scan import DEFAULT_MEMORY_BUDGET, plan_chunks, xattn_similarity
+from baselines import scan_original as original_procedure
+from baselines.scan_original import per_caption_similarity
 from harness.results import environment, write_json_atomic
 from harness.sources.synthetic_precomp import word_counts
 
@@ -50,6 +52,14 @@ def seconds(fn, repeats: int = 1) -> float:
     return best
 
 
+def both_clocks(fn) -> tuple[float, float]:
+    """Wall-clock and process CPU seconds of one call. With one torch thread the CPU seconds count the work
+    this process did, whatever else the machine runs (cache and memory contention aside)."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    fn()
+    return time.perf_counter() - wall, time.process_time() - cpu
+
+
 def matmul_gflops(m: int, k: int, n: int, repeats: int = 5) -> float:
     """float32 (m × k) @ (k × n) throughput in GFLOP/s."""
     a, b = torch.randn(m, k), torch.randn(k, n)
@@ -63,6 +73,8 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--captions", type=int, default=5000)
     ap.add_argument("--captions-measured", type=int, default=5000, help="captions the vectorised scorer runs on")
     ap.add_argument("--reference-captions", type=int, default=20, help="captions the reference loop runs on")
+    ap.add_argument("--original-shards", type=int, default=2,
+                    help="pairs of 128 × 128 shards that SCAN's original test procedure runs on (0: skip it)")
     ap.add_argument("--regions", type=int, default=36)
     ap.add_argument("--dim", type=int, default=1024)
     ap.add_argument("--directions", default="i2t,t2i")
@@ -100,24 +112,47 @@ def main(argv: list[str] | None = None) -> dict:
 
 def measure(direction: str, images, captions, lengths, args, useful: int) -> dict:
     """Vectorised scorer on the first captions, reference loop on a spread sample; both extrapolated."""
-    from tests.scan_reference import reference_xattn  # the tests' loop; imported here so asv can import this file
-
     lambda_softmax, lambda_lse = SETTINGS[direction]
     kw = dict(direction=direction, agg="avg", lambda_softmax=lambda_softmax, lambda_lse=lambda_lse)
     n = args.captions_measured
-    fast_s = seconds(lambda: xattn_similarity(images, captions[:n], lengths[:n],
-                                              memory_budget=args.budget_mib * 2**20, **kw))
+    fast_s, fast_cpu = both_clocks(lambda: xattn_similarity(images, captions[:n], lengths[:n],
+                                                            memory_budget=args.budget_mib * 2**20, **kw))
     fast_full = fast_s * int(lengths.sum()) / int(lengths[:n].sum())
+    fast_cpu_full = fast_cpu * int(lengths.sum()) / int(lengths[:n].sum())
     sample = torch.linspace(0, args.captions - 1, args.reference_captions).long()
     ref = {}
-    ref_s = seconds(lambda: ref.setdefault("sims", reference_xattn(images, captions[sample], lengths[sample], **kw)))
+    ref_s = seconds(lambda: ref.setdefault("sims", per_caption_similarity(images, captions[sample],
+                                                                             lengths[sample].tolist(), **kw)))
     ref_full = ref_s * int(lengths.sum()) / int(lengths[sample].sum())
     fast_sample = xattn_similarity(images, captions[sample], lengths[sample], **kw)
-    return {"measured_captions": n, "seconds_measured": fast_s, "seconds_full_shape": fast_full,
+    original = measure_original(images, captions, lengths, args.original_shards, kw) if args.original_shards else {}
+    if original:
+        original["original_over_vectorised"] = original["original_seconds_full_shape"] / fast_full
+        original["original_over_vectorised_cpu"] = original["original_cpu_seconds_full_shape"] / fast_cpu_full
+    return {**original, "measured_captions": n, "seconds_measured": fast_s, "seconds_full_shape": fast_full,
+            "cpu_seconds_full_shape": fast_cpu_full,
             "useful_gflops": useful / fast_full / 1e9, "executed_matmul_gflops": useful / 2 / fast_full / 1e9,
             "reference_captions": args.reference_captions, "reference_seconds_measured": ref_s,
             "reference_seconds_full_shape": ref_full, "speedup_over_reference": ref_full / fast_full,
             "max_abs_diff_vs_reference": float((fast_sample - ref["sims"]).abs().max())}
+
+
+def measure_original(images, captions, lengths, n_pairs: int, kw: dict) -> dict:
+    """SCAN's original test procedure (baselines.scan_original): the float64 host copies of the whole split,
+    then ``n_pairs`` pairs of shards (the first image shard against caption shards spread over the split),
+    extrapolated to every pair of shards of the full shape."""
+    shard = original_procedure.SHARD
+    convert = both_clocks(lambda: original_procedure.host_arrays(images, captions, lengths))
+    spread = torch.linspace(0, len(captions) - shard, n_pairs).long()
+    sample = torch.cat([torch.arange(lo, lo + shard) for lo in spread.tolist()])
+    pairs = both_clocks(lambda: original_procedure.sharded_similarity(images[:shard], captions[sample],
+                                                                      lengths[sample], **kw))
+    small = both_clocks(lambda: original_procedure.host_arrays(images[:shard], captions[sample], lengths[sample]))
+    total_pairs = -(-len(images) // shard) * -(-len(captions) // shard)
+    per_pair = [(p - c) / n_pairs for p, c in zip(pairs, small)]  # (wall, cpu) of one pair of shards
+    return {"original_pairs_measured": n_pairs, "original_seconds_per_pair": per_pair[0],
+            "original_convert_seconds": convert[0], "original_seconds_full_shape": convert[0] + per_pair[0] * total_pairs,
+            "original_cpu_seconds_full_shape": convert[1] + per_pair[1] * total_pairs}
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""Command line: ``python -m harness {run,list,table,plot,clusters,bench} ...``. Bad input exits with status 2."""
+"""Command line: ``python -m harness {run,list,table,plot,clusters,ensemble,bench} ...``. Bad input exits with status 2."""
 from __future__ import annotations
 
 import argparse
@@ -95,6 +95,11 @@ def build_parser() -> argparse.ArgumentParser:
     clusters.add_argument("--top-words", type=int, default=5, help="frequent words listed per text cluster")
     clusters.add_argument("--members", type=int, default=5, help="member ids listed per cluster and modality")
     clusters.add_argument("--device", default="auto", help="auto (default), cpu, cuda or cuda:N")
+    ens = sub.add_parser("ensemble", help="evaluate the average of two finished runs' score matrices")
+    ens.add_argument("results", nargs=2, metavar="RESULT", help="result files (seed<k>.json) or checkpoints of the runs")
+    ens.add_argument("--out", default=None, help="results folder (default: the one holding the first run's task)")
+    ens.add_argument("--device", default="auto", help="auto (default), cpu, cuda or cuda:N")
+    ens.add_argument("--data-root", default=None, help="dataset folder (sets dataset.root)")
     from harness.bench import DEFAULT_FACTOR
 
     bench = sub.add_parser("bench", help="regression gate: asv suite on REV and on the working tree; exit 1 if slower")
@@ -248,6 +253,12 @@ def cmd_clusters(args: argparse.Namespace) -> int:
     return clusters.cmd(args)
 
 
+def cmd_ensemble(args: argparse.Namespace) -> int:
+    from harness import ensemble
+
+    return ensemble.cmd(args)
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
     from harness import bench
 
@@ -263,7 +274,7 @@ def main(argv: list[str] | None = None) -> int:
         if extra:
             raise _unrecognized(args.subcommands[args.command], extra)
         handler = {"run": cmd_run, "list": cmd_list, "table": cmd_table, "plot": cmd_plot, "clusters": cmd_clusters,
-                   "bench": cmd_bench}[args.command]
+                   "ensemble": cmd_ensemble, "bench": cmd_bench}[args.command]
         return handler(args)
     except ConfigError as err:
         print(f"error: {one_line(err)}", file=sys.stderr)

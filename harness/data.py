@@ -11,6 +11,7 @@ and asking it for pairs is an error rather than a made-up identity pairing.
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 from dataclasses import dataclass, field, replace
@@ -94,17 +95,51 @@ class ArrayRows:
     def item_shape(self) -> tuple[int, ...]:
         return tuple(self.array.shape[1:])
 
-    def take(self, index: torch.Tensor) -> torch.Tensor:
-        """(B, *item_shape) float32 copy of rows ``index``, read in ascending order, returned in ``index``'s order."""
+    def take(self, index: torch.Tensor, pin: bool = False) -> torch.Tensor:
+        """(B, *item_shape) float32 copy of rows ``index``, read in ascending order, returned in ``index``'s order;
+        ``pin``: written straight into page-locked memory (see :class:`PinnedRows`)."""
         idx = index.numpy()
         order = np.argsort(idx, kind="stable")
-        rows = np.empty((len(idx), *self.item_shape), dtype=np.float32)
-        rows[order] = self.array[idx[order]]
-        return torch.from_numpy(rows)
+        rows = torch.empty((len(idx), *self.item_shape), dtype=torch.float32, pin_memory=pin)
+        rows.numpy()[order] = self.array[idx[order]]
+        return rows
 
     def head(self, n: int) -> "ArrayRows":
         """The first ``n`` rows (still memory-mapped)."""
         return ArrayRows(self.array[:n])
+
+
+class PinnedRows:
+    """A modality's dense features (a tensor or :class:`ArrayRows`) whose ``take`` gathers a batch straight
+    into page-locked (pinned) host memory. :func:`to_device` copies such a batch to the GPU asynchronously
+    at full DMA speed, where a pageable batch is staged and copied synchronously. Pinned blocks come from
+    PyTorch's caching host allocator, so steps reuse them. Needs CUDA."""
+
+    def __init__(self, features: torch.Tensor | ArrayRows):
+        self.features = features
+
+    def __len__(self) -> int:
+        return len(self.features)
+
+    @property
+    def item_shape(self) -> tuple[int, ...]:
+        return input_shape(self.features)
+
+    def take(self, index: torch.Tensor) -> torch.Tensor:
+        """(B, *item_shape) rows ``index`` in pinned memory."""
+        if isinstance(self.features, ArrayRows):
+            return self.features.take(index, pin=True)
+        out = torch.empty((len(index), *self.item_shape), dtype=self.features.dtype, pin_memory=True)
+        return torch.index_select(self.features, 0, index, out=out)
+
+
+def for_device(split: "Split", device: torch.device) -> "Split":
+    """``split`` as batches for ``device`` should be drawn from it: on CUDA its dense features (region
+    features, vectors) are gathered into pinned memory (:class:`PinnedRows`); unchanged elsewhere."""
+    if device.type != "cuda":
+        return split
+    wrap = lambda f: PinnedRows(f) if isinstance(f, (torch.Tensor, ArrayRows)) else f  # noqa: E731
+    return dataclasses.replace(split, a=wrap(split.a), b=wrap(split.b))
 
 
 def to_device(batch: Any, device: torch.device) -> Any:
@@ -190,6 +225,12 @@ class PairedData:
         if name not in self.splits:
             raise ConfigError(f"dataset has no split {name!r}; it has {sorted(self.splits)}")
         return self.splits[name]
+
+    def for_device(self, device: torch.device) -> "PairedData":
+        """Every split prepared for ``device`` by :func:`for_device` (pinned batches on CUDA)."""
+        if device.type != "cuda":
+            return self
+        return dataclasses.replace(self, splits={name: for_device(split, device) for name, split in self.splits.items()})
 
     def input_shapes(self) -> dict[str, tuple[int, ...]]:
         """Item shape per modality, read from the training split."""

@@ -6,6 +6,7 @@ within their fold and the metrics are averaged over folds. One fold is the whole
 """
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import torch
@@ -34,9 +35,11 @@ def encode_split(method: Method, split: Split, device: torch.device, batch_size:
 
 
 @torch.no_grad()
-def score_split(method: Method, emb_a: Any, emb_b: Any) -> torch.Tensor:
-    """(n_a, n_b) similarity matrix, moved to the CPU for ranking."""
-    return method.score(emb_a, emb_b).float().cpu()
+def score_split(method: Method, emb_a: Any, emb_b: Any, deadline: float | None = None) -> tuple[torch.Tensor, float]:
+    """(n_a, n_b) similarity matrix, moved to the CPU for ranking, and the fraction of it computed before
+    ``deadline`` (a ``time.perf_counter()`` value; None: no limit; see :meth:`Method.score_within`)."""
+    sims, fraction = method.score_within(emb_a, emb_b, deadline)
+    return sims.float().cpu(), fraction
 
 
 def make_folds(split: Split, n_folds: int) -> list[Fold]:
@@ -55,11 +58,22 @@ def make_folds(split: Split, n_folds: int) -> list[Fold]:
 
 
 @torch.no_grad()
-def score_folds(method: Method, emb_a: Any, emb_b: Any, folds: list[Fold]) -> list[torch.Tensor]:
-    """One score matrix per fold (the full matrix when there is a single fold)."""
-    if len(folds) == 1:
-        return [score_split(method, emb_a, emb_b)]
-    return [score_split(method, take(emb_a, a), take(emb_b, b)) for a, b in folds]
+def score_folds(method: Method, emb_a: Any, emb_b: Any, folds: list[Fold],
+                budget_s: float | None = None) -> tuple[list[torch.Tensor], float]:
+    """One score matrix per fold (the full matrix when there is a single fold) and the fraction of all
+    fold pairs scored. With ``budget_s`` (seconds for all folds together) scoring stops when the budget
+    is spent: the last block returned may be partial (NaN where not scored) and later folds are absent."""
+    deadline = None if budget_s is None else time.perf_counter() + budget_s
+    blocks, done = [], 0.0
+    for a, b in folds:
+        sub_a, sub_b = (emb_a, emb_b) if len(folds) == 1 else (take(emb_a, a), take(emb_b, b))
+        sims, fraction = score_split(method, sub_a, sub_b, deadline)
+        blocks.append(sims)
+        done += fraction * len(a) * len(b)
+        if fraction < 1:
+            break
+    total = sum(len(a) * len(b) for a, b in folds)
+    return blocks, done / total if total else 1.0
 
 
 def rank_folds(blocks: list[torch.Tensor], folds: list[Fold], split: Split, metrics: MetricSpec,
@@ -139,5 +153,5 @@ def evaluate(method: Method, split: Split, metrics: MetricSpec, device: torch.de
     out: dict[str, float] = {}
     for n_folds in metrics.folds:
         folds = make_folds(split, n_folds)
-        out.update(rank_folds(score_folds(method, emb_a, emb_b, folds), folds, split, metrics))
+        out.update(rank_folds(score_folds(method, emb_a, emb_b, folds)[0], folds, split, metrics))
     return out

@@ -60,6 +60,16 @@ class Method(nn.Module):
         """(n_a, n_b) similarity of every a item to every b item."""
         return emb_a @ emb_b.T
 
+    def score_within(self, emb_a: Any, emb_b: Any, deadline: float | None) -> tuple[torch.Tensor, float]:
+        """The scores that can be computed before ``time.perf_counter()`` passes ``deadline`` (None: all) and
+        the fraction of entries computed; entries not computed are NaN. By default everything is scored."""
+        return self.score(emb_a, emb_b), 1.0
+
+    @property
+    def test_time_budget_s(self) -> float | None:
+        """Seconds that the test scoring of one protocol may take (None: no limit); see :meth:`score_within`."""
+        return None
+
     def start_epoch(self, epoch: int) -> None:
         """Called by the training loop before the steps of every epoch (1-based, also when a run resumes),
         for methods whose loss depends on the epoch (a warm-up); nothing by default."""

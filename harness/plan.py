@@ -7,6 +7,7 @@ that passes through the default point reuses the task's own run.
 """
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
 from dataclasses import dataclass
@@ -70,6 +71,30 @@ def setting_name(key: str) -> str:
     return key[len("method."):] if key.startswith("method.") else key
 
 
+# Settings added after result files had been written, each with the value that reproduces what such an
+# older file computed (PAR heads used to split D; everything else kept today's default). A result file
+# lacking one of these reads it with that value wherever the setting exists.
+LEGACY_DEFAULTS = {"train.precision": "fp32", "method.scorer": "vectorised", "method.time_budget_s": None,
+                   "method.heads": "split"}
+
+
+def with_legacy_defaults(old: dict[str, Any], current: dict[str, Any]) -> dict[str, Any]:
+    """Resolved config ``old`` (from a result file) with :data:`LEGACY_DEFAULTS` filled in for the settings
+    that ``current`` (a resolved config or a dataclass's fields) has and ``old`` lacks."""
+    flat_old, flat_new = flatten(old), flatten(current)
+    filled = {k: v for k, v in LEGACY_DEFAULTS.items() if k in flat_new and k not in flat_old}
+    if not filled:
+        return old
+    out = json.loads(json.dumps(old))
+    for key, value in filled.items():
+        *parents, leaf = key.split(".")
+        node = out
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = value
+    return out
+
+
 def diff(base: dict[str, Any], config: dict[str, Any], defaults: dict[str, Any] | None = None) -> dict[str, Any]:
     """Settings of resolved ``config`` that differ from resolved ``base`` (neutral ones ignored).
 
@@ -92,10 +117,21 @@ def _text(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, separators=(",", ":"))
 
 
+MAX_RUN_NAME = 200  # bytes; file systems allow 255 per folder name
+
+
 def run_name(method: str, varied: dict[str, Any]) -> str:
-    """'swamp' or 'swamp@K=200,train.epochs=1'."""
-    tags = [f"{k}={_text(v)}" for k, v in ordered(varied).items()]
-    return f"{method}@{','.join(tags)}" if tags else method
+    """'swamp' or 'swamp@K=200,train.epochs=1': one folder name, so '/' in a value (a path, a metric
+    such as '5folds/rsum') is written %2F (and '%' itself %25). A name longer than :data:`MAX_RUN_NAME`
+    bytes keeps its first part and ends in '~' and 12 hex digits of its SHA-1, so that it stays one
+    valid folder name and distinct settings stay distinct folders (the result file's ``varied`` has them all)."""
+    tags = [f"{k}={_text(v).replace('%', '%25').replace('/', '%2F')}" for k, v in ordered(varied).items()]
+    name = f"{method}@{','.join(tags)}" if tags else method
+    encoded = name.encode()
+    if len(encoded) <= MAX_RUN_NAME:
+        return name
+    head = encoded[:MAX_RUN_NAME - 13].decode(errors="ignore")
+    return f"{head}~{hashlib.sha1(encoded).hexdigest()[:12]}"
 
 
 def plan(task_path: str | Path, overrides: list[str], sweeps: list[str], methods: list[str], seeds: list[int],

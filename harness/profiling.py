@@ -118,6 +118,7 @@ class Profiler:
         self.times: dict[str, list[float]] = {}
         self.memory: dict[str, dict[str, float]] = {}
         self.notes: list[str] = []
+        self.extrapolated: dict[str, dict[str, float | None]] = {}
         self._nvml = None
         if device.type == "cuda":
             self._nvml, _, reason = _nvml_reader(device)
@@ -163,6 +164,18 @@ class Profiler:
             mem["nvml_peak_used_mib"] = nvml.peak / MiB  # type: ignore[union-attr]
         self.memory[name] = mem
 
+    def extrapolate(self, tag: str, fraction: float) -> None:
+        """Record that the last ``test_score<tag>`` covered only ``fraction`` of the score matrix (a time
+        budget stopped it): the measured seconds, the full scoring extrapolated linearly, and the whole
+        test as measured encoding plus extrapolated scoring (nothing was ranked)."""
+        measured = self.times[f"test_score{tag}"][-1]
+        full = measured / fraction if fraction > 0 else None
+        encode = self.times[f"test_encode{tag}"][-1]
+        self.extrapolated[tag] = {"fraction_scored": fraction, "score_measured_s": measured, "score_s": full,
+                                  "total_s": None if full is None else encode + full}
+        self.notes.append(f"test{tag}: scoring stopped by the time budget after {100 * fraction:.2f}% of the "
+                          f"score matrix ({measured:.1f} s); times extrapolated, no accuracy metrics")
+
     def summary(self, warmup: int = 5) -> dict[str, Any]:
         """Medians, p90s and totals of every timing key (``warmup`` first train steps excluded)."""
         out: dict[str, Any] = {}
@@ -170,7 +183,8 @@ class Profiler:
             kept = values[warmup:] if key == "train_step" and len(values) > warmup else values
             out[key] = {"n": len(kept), "median_s": statistics.median(kept), "p90_s": percentile(kept, 90),
                         "total_s": sum(values)}
-        return {"timing": out, "memory": self.memory, "notes": list(self.notes)}
+        extra = {"extrapolated": dict(self.extrapolated)} if self.extrapolated else {}
+        return {"timing": out, "memory": self.memory, "notes": list(self.notes), **extra}
 
 
 def percentile(values: list[float], q: float) -> float:

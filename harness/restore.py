@@ -14,6 +14,7 @@ from harness.checkpoint import checkpoint_of
 from harness.data import PairedData
 from harness.errors import ConfigError
 from harness.method import Method
+from harness.plan import with_legacy_defaults
 from harness.registry import ENCODERS, METHODS, SOURCES, Registry
 
 MODALITIES = ("a", "b")
@@ -58,20 +59,24 @@ def method_config(result: dict[str, Any], where: str) -> dict[str, Any]:
     return config
 
 
-def restore_run(target: str | Path, device: torch.device,
-                data_root: str | None = None) -> tuple[Method, PairedData, dict[str, Any]]:
+def restore_run(target: str | Path, device: torch.device, data_root: str | None = None,
+                data: PairedData | None = None) -> tuple[Method, PairedData, dict[str, Any]]:
     """Rebuild a trained method from its result file's ``config`` and load its best-epoch checkpoint.
 
     ``target`` is ``seed<k>.json`` or ``seed<k>.pt``; the data are loaded through the registered source
-    (``data_root`` replaces ``dataset.root``). Returns (method in eval mode on ``device``, data, result)."""
+    (``data_root`` replaces ``dataset.root``) unless ``data``, already loaded, is given. Returns (method in
+    eval mode on ``device``, data, result)."""
     result_file, checkpoint = run_files(Path(target))
     result = read_json(result_file)
     config = method_config(result, str(result_file))
     dataset = dict(config["dataset"], **({"root": data_root} if data_root else {}))
     source, source_params = _component(SOURCES, dataset, "source", f"{result_file}: config.dataset")
+    if "method" in config["method"]:  # settings added since the file was written get their old values
+        params_now = P.as_dict(METHODS.get(config["method"]["method"], f"{result_file}: config.method").Params())
+        config = with_legacy_defaults(config, {"method": params_now})
     method_cls, method_params = _component(METHODS, config["method"], "method", f"{result_file}: config.method",
                                            drop=("name",))
-    data = source.load(source_params)
+    data = data if data is not None else source.load(source_params)
     shapes = data.input_shapes()
     encoders = {}
     for m in MODALITIES:

@@ -21,6 +21,7 @@ from harness import evaluate as ev
 from harness import guards
 from harness import params as P
 from harness import plan, preflight
+from harness import precision as prec
 from harness import train as tr
 from harness.data import PairedData, Split
 from harness.errors import ConfigError, did_you_mean
@@ -29,7 +30,7 @@ from harness.profiling import Profiler
 from harness.registry import ENCODERS, METHODS, SOURCES
 from harness.results import SCHEMA, atomic_write, environment, result_path, save_checkpoint, write_json_atomic
 from harness.plan import Run
-from harness.spec import TaskSpec
+from harness.spec import MetricSpec, TaskSpec
 
 
 def resolve_device(name: str) -> torch.device:
@@ -110,7 +111,8 @@ def finished_result(run: Run, opts: RunOptions) -> dict[str, Any] | None:
     except (OSError, ValueError) as err:
         raise ConfigError(f"cannot read the result file {path} ({err}); delete it, or pass --force to run again "
                           "and replace it") from None
-    changed = sorted(plan.diff(done.get("config", {}), run.spec.resolved(run.method),
+    current = run.spec.resolved(run.method)
+    changed = sorted(plan.diff(plan.with_legacy_defaults(done.get("config", {}), current), current,
                                defaults=run.spec.resolved(run.method, P.defaults)))
     if changed or done.get("init") != _init_text(opts):
         raise ConfigError(f"{path} exists but was produced with other settings ({', '.join(changed) or 'init'}); "
@@ -133,6 +135,7 @@ def run_one(run: Run, data: PairedData, opts: RunOptions) -> dict[str, Any] | No
     """
     started = time.perf_counter()
     spec, name, seed, info = run.spec, run.method, run.seed, opts.dist
+    data = data.for_device(opts.device)
     torch.manual_seed(seed)
     m = spec.methods[name]
     method = build_method(spec, name, data, opts.device)
@@ -142,9 +145,14 @@ def run_one(run: Run, data: PairedData, opts: RunOptions) -> dict[str, Any] | No
     prof = Profiler(opts.device)
     resume = ckpt.resume_path(path)
     test_memory = guards.memory_settings(spec, name, "test")
-    validate = prof.timed("validate", guards.on_oom(lambda: dd.from_main(
-        lambda: ev.evaluate(method, data["val"], spec.metrics, opts.device, m.train.eval_batch_size), info),
-        "validation", test_memory, opts.device, resume))
+    precision = m.train.precision
+
+    def val_metrics() -> dict[str, float]:
+        with prec.scope(precision, opts.device):
+            return ev.evaluate(method, data["val"], spec.metrics, opts.device, m.train.eval_batch_size)
+
+    validate = prof.timed("validate", guards.on_oom(lambda: dd.from_main(val_metrics, info), "validation",
+                                                    test_memory, opts.device, resume))
     chance = collapse.chance_level(data["val"], spec.metrics, m.train.select) if info.is_main else None
     if method.trains_by_gradient:
         fit, resumed_from, skipped = _train(run, method, data, opts, prof, validate, chance)
@@ -160,7 +168,7 @@ def run_one(run: Run, data: PairedData, opts: RunOptions) -> dict[str, Any] | No
     method.load_state_dict(fit.best_state)
     ranks: dict[str, torch.Tensor] = {}
     metrics = guards.on_oom(full_test, "the test retrieval", test_memory, opts.device, resume)(
-        method, data, spec, m.train.eval_batch_size, prof, opts.device, ranks)
+        method, data, spec.metrics, m.train.eval_batch_size, prof, opts.device, ranks, precision)
     save_checkpoint(fit.best_state, path.with_suffix(".pt"))
     save_ranks(ranks, path.with_suffix(".ranks.npz"))
     payload = {
@@ -178,6 +186,11 @@ def run_one(run: Run, data: PairedData, opts: RunOptions) -> dict[str, Any] | No
         "dataset": data.info, "environment": environment(opts.device), "checkpoint": path.with_suffix(".pt").name,
         "ranks": path.with_suffix(".ranks.npz").name, "wall_s": time.perf_counter() - started,
     }
+    if prof.extrapolated:
+        payload["metrics_skipped"] = {
+            f"test{tag}": f"time_budget_s stopped the test scoring after {100 * e['fraction_scored']:.2f}% of the "
+                          "score matrix: no accuracy metrics; times in profile.extrapolated"
+            for tag, e in prof.extrapolated.items()}
     if resumed_from:
         payload["profile"]["notes"] = list(payload["profile"].get("notes", [])) + [
             f"resumed after epoch {resumed_from}: train timings and memory cover epochs {resumed_from + 1}-"
@@ -205,10 +218,11 @@ def _train(run: Run, method: Method, data: PairedData, opts: RunOptions, prof: P
     guard = guards.NonFiniteGuard(opts.on_nan, guards.hyperparameters(spec, run.method), steps_per_epoch, resume,
                                   step=resumed_from * steps_per_epoch)
     step = tr.make_step(method, optimizer, data["train"], opts.device, m.train.grad_clip,
-                        loss_fn=dd.wrap_ddp(method, info, opts.device),
+                        loss_fn=prec.wrap_forward(dd.wrap_ddp(method, info, opts.device), m.train.precision,
+                                                  opts.device),
                         shard=partial(dd.shard, info=info) if info.world_size > 1 else None,
                         world_size=info.world_size, check_loss=guard)
-    step = guards.on_oom(guard.count(step), "a training step", guards.memory_settings(spec, run.method, "train"),
+    step = guards.on_oom(guard.count(prec.wrap_step(step, m.train.precision)), "a training step", guards.memory_settings(spec, run.method, "train"),
                          opts.device, resume)
     label = f"{run.run_name} seed{run.seed}"
     bar = _progress(m.train.epochs, resumed_from, label, opts.progress and info.is_main)
@@ -246,26 +260,35 @@ def save_ranks(ranks: dict[str, torch.Tensor], path: Path) -> None:
     atomic_write(path, lambda f: np.savez_compressed(f, **{k: v.numpy() for k, v in ranks.items()}))
 
 
-def full_test(method: Method, data: PairedData, spec: TaskSpec, batch_size: int, prof: Profiler,
-              device: torch.device, ranks: dict[str, torch.Tensor] | None = None) -> dict[str, float]:
+def full_test(method: Method, data: PairedData, metrics_spec: MetricSpec, batch_size: int, prof: Profiler,
+              device: torch.device, ranks: dict[str, torch.Tensor] | None = None,
+              precision: str = "fp32") -> dict[str, float]:
     """Whole-test retrieval for every protocol of the task (the whole split, and averages over
-    consecutive folds such as MS-COCO 1K); each protocol encodes, scores and ranks on its own clock."""
+    consecutive folds such as MS-COCO 1K); each protocol encodes, scores and ranks on its own clock.
+    A protocol whose scoring the method's time budget stopped has no metrics (see :func:`run_protocol`)."""
     metrics: dict[str, float] = {}
-    for n_folds in spec.metrics.folds:
-        metrics.update(run_protocol(method, data["test"], spec, n_folds, batch_size, prof, device, ranks))
+    for n_folds in metrics_spec.folds:
+        metrics.update(run_protocol(method, data["test"], metrics_spec, n_folds, batch_size, prof, device, ranks,
+                                    precision))
     return metrics
 
 
-def run_protocol(method: Method, split: Split, spec: TaskSpec, n_folds: int, batch_size: int, prof: Profiler,
-                 device: torch.device, ranks: dict[str, torch.Tensor] | None = None) -> dict[str, float]:
+def run_protocol(method: Method, split: Split, metrics_spec: MetricSpec, n_folds: int, batch_size: int, prof: Profiler,
+                 device: torch.device, ranks: dict[str, torch.Tensor] | None = None,
+                 precision: str = "fp32") -> dict[str, float]:
     """Encode every item, score within each of ``n_folds`` folds, rank; timed as test_total/encode/score/rank
-    with the protocol's tag ('' or '@<n>folds'), peak memory in phase 'test<tag>'."""
+    with the protocol's tag ('' or '@<n>folds'), peak memory in phase 'test<tag>'. Encoding and scoring
+    run under ``precision``. When the method's ``test_time_budget_s`` stops the scoring part-way, nothing
+    is ranked: the profile records the fraction scored and the extrapolated times, and no metrics return."""
     tag = ev.protocol_tag(n_folds)
     with prof.phase(f"test{tag}"), prof.timer(f"test_total{tag}"):
-        with prof.timer(f"test_encode{tag}"):
+        with prof.timer(f"test_encode{tag}"), prec.scope(precision, device):
             emb_a, emb_b = ev.encode_split(method, split, device, batch_size)
         folds = ev.make_folds(split, n_folds)
-        with prof.timer(f"test_score{tag}"):
-            blocks = ev.score_folds(method, emb_a, emb_b, folds)
+        with prof.timer(f"test_score{tag}"), prec.scope(precision, device):
+            blocks, done = ev.score_folds(method, emb_a, emb_b, folds, method.test_time_budget_s)
+        if done < 1:
+            prof.extrapolate(tag, done)
+            return {}
         with prof.timer(f"test_rank{tag}"):
-            return ev.rank_folds(blocks, folds, split, spec.metrics, ranks)
+            return ev.rank_folds(blocks, folds, split, metrics_spec, ranks)

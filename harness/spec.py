@@ -17,6 +17,7 @@ import yaml
 from harness import params as P
 from harness import spec_checks as checks
 from harness.errors import ConfigError, unknown
+from harness.precision import PRECISIONS
 from harness.registry import ENCODERS, METHODS, SOURCES
 
 TOP_KEYS = ("name", "version", "description", "base", "dataset", "encoders", "metrics", "train", "methods",
@@ -36,6 +37,7 @@ class TrainSpec:
     grad_clip: float | None = None
     select: str = "a2b/R@1"
     eval_batch_size: int = 1024
+    precision: str = "fp32"  # fp32 | tf32 | bf16 (harness/precision.py)
     collapse_patience: int = 10  # epochs a collapse signal must hold before the warning (0: never check)
     collapse_tolerance: float = 0.02  # relative distance to a loss's collapsed value that counts as on it
 
@@ -51,6 +53,8 @@ class TrainSpec:
         P.require(0 < self.lr_gamma <= 1, where, f"lr_gamma must lie in (0, 1], got {self.lr_gamma}")
         P.require(self.grad_clip is None or self.grad_clip > 0, where, "grad_clip must be > 0")
         P.require(self.eval_batch_size >= 1, where, f"eval_batch_size must be >= 1, got {self.eval_batch_size}")
+        if self.precision not in PRECISIONS:
+            raise unknown("precision", self.precision, PRECISIONS, where)
         P.require(self.collapse_patience >= 0, where,
                   f"collapse_patience must be >= 0 epochs (0: no check), got {self.collapse_patience}")
         P.require(0 <= self.collapse_tolerance < 1, where,

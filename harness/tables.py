@@ -72,7 +72,8 @@ def accuracy_rows(results: list[dict[str, Any]], reference: str | None = None,
                 ref_runs = groups[reference] if reference and name != reference else None
                 cells = [_accuracy_cell(runs, m, ref_runs) for m in names]
                 extra = _significance_cells(runs, ref_runs, names[tested]) if reference else []
-                rows.append([label, name + collapse_flag(runs), str(len(runs)), *cells, *extra])
+                rows.append([label, name + _skipped_note(runs, names[tested]) + collapse_flag(runs), str(len(runs)),
+                             *cells, *extra])
             for name, published in (published_runs.get("methods") or {}).items():
                 cells = [_published(published.get(m, _published_rsum(published, names, m))) for m in names]
                 if any(c != "–" for c in cells):
@@ -114,9 +115,16 @@ def _check_reference(groups: dict[str, list[dict[str, Any]]], reference: str | N
         raise unknown("reference run", reference, groups)
 
 
+def _skipped_note(runs: list[dict[str, Any]], metric: str) -> str:
+    """' (no accuracy: time budget)' when no run has ``metric`` because a time budget stopped its scoring."""
+    if any(metric in r["metrics"] for r in runs) or not any(r.get("metrics_skipped") for r in runs):
+        return ""
+    return " (no accuracy: time budget)"
+
+
 def _accuracy_cell(runs: list[dict[str, Any]], metric: str, ref_runs: list[dict[str, Any]] | None) -> str:
     """Mean ± std of ``metric``; a ``*`` when it is a recall that differs from ``ref_runs`` over seeds."""
-    text = _mean_std([r["metrics"][metric] for r in runs], 1 if metric.endswith("MedR") else 2)
+    text = _mean_std([r["metrics"][metric] for r in runs if metric in r["metrics"]], 1 if metric.endswith("MedR") else 2)
     if ref_runs is None or not stats.query_testable(metric):
         return text
     test = stats.paired_seed_test(stats.seed_values(runs, metric), stats.seed_values(ref_runs, metric))
@@ -224,9 +232,14 @@ def timing_rows(results: list[dict[str, Any]], reference: str | None = None) -> 
     rows = []
     for tag in _protocol_tags(results):
         for name, runs in groups.items():
-            rows.append(_timing_row(name, runs, groups[base], tag, mem_field) + _published_cells(
+            same = _baseline(groups, groups[base][0]["method"], precision=_precision(runs[0]))
+            rows.append(_timing_row(name, runs, groups[same], tag, mem_field) + _published_cells(
                 published, runs[0]["method"], groups[base][0]["method"], tag))
     return header, rows
+
+
+def _precision(result: dict[str, Any]) -> str:
+    return (result.get("config") or {}).get("train", {}).get("precision", "fp32")
 
 
 def _protocol_tags(results: list[dict[str, Any]]) -> list[str]:
@@ -243,27 +256,73 @@ def _folds(tag: str) -> int:
     return int(tag[1:-len("folds")]) if tag else 1
 
 
-def _baseline(groups: dict[str, list[dict[str, Any]]], method: str | None, run: str | None = None) -> str:
-    """Run name of the method ratios refer to: ``method`` when it ran, else the run ``run``, else the first."""
-    fallback = run if run in groups else next(iter(groups))
-    return next((name for name, runs in groups.items() if runs[0]["method"] == method), fallback)
+def _baseline(groups: dict[str, list[dict[str, Any]]], method: str | None, run: str | None = None,
+              precision: str = "fp32") -> str:
+    """Run name of the method ratios refer to: ``method`` when it ran (under ``precision`` when it ran under
+    several), else the run ``run``, else the first run."""
+    runs_of = [name for name, runs in groups.items() if runs[0]["method"] == method]
+    same = [name for name in runs_of if _precision(groups[name][0]) == precision]
+    return (same or runs_of or [run if run in groups else next(iter(groups))])[0]
 
 
 def _timing_row(name: str, runs: list[dict[str, Any]], base: list[dict[str, Any]], tag: str,
                 mem_field: str) -> list[str]:
     n = _folds(tag)
     step = _timing(runs, "train_step", scale=1e3)
-    test = _timing(runs, f"test_total{tag}", scale=1 / n)
-    base_step, base_test = _timing(base, "train_step", scale=1e3), _timing(base, f"test_total{tag}", scale=1 / n)
-    parts = [_mean_std(_timing(runs, f"test_{part}{tag}", scale=1 / n), 3) for part in ("encode", "score", "rank")]
+    (test, est), (base_test, base_est) = _test_time(runs, "total", tag), _test_time(base, "total", tag)
+    base_step = _timing(base, "train_step", scale=1e3)
+    parts = [_estimated_cell(*_test_time(runs, part, tag), 3) for part in ("encode", "score", "rank")]
+    scored = [r["profile"]["extrapolated"][tag]["fraction_scored"] for r in runs if _extrapolated(r, tag)]
+    if scored:
+        parts[1] += f" ({100 * statistics.mean(scored):.2g}% scored)"
     return [name, "whole test split" if n == 1 else f"{n} folds, per fold",
             _mean_std(step), _mean_std(_timing(runs, "train_step", "p90_s", 1e3)), _mean_std(_timing(runs, "train_epoch")),
-            _ratio(step, base_step), _mean_std(test, 3), *parts, _ratio(test, base_test),
+            _ratio(step, base_step), _estimated_cell(test, est, 3), *parts,
+            ("≈" if est or base_est else "") + _ratio(test, base_test),
             _mean_std(_memory(runs, "train", mem_field), 0), _mean_std(_memory(runs, f"test{tag}", mem_field), 0)]
+
+
+def _extrapolated(result: dict[str, Any], tag: str) -> dict[str, Any] | None:
+    """The protocol's extrapolation record when a time budget stopped its scoring (None otherwise)."""
+    return (result["profile"].get("extrapolated") or {}).get(tag)
+
+
+def _test_time(runs: list[dict[str, Any]], part: str, tag: str) -> tuple[list[float], bool]:
+    """Per-fold seconds of test part ``part`` (encode, score, rank, total) of every run, and whether any is
+    extrapolated: a run stopped by its time budget gives its extrapolated score and total times and no rank."""
+    n, values, estimated = _folds(tag), [], False
+    for r in runs:
+        extra = _extrapolated(r, tag)
+        if extra is not None and part in ("score", "total"):
+            value = extra[f"{part}_s"]
+            estimated = True
+        elif extra is not None and part == "rank":
+            continue
+        else:
+            value = r["profile"]["timing"].get(f"test_{part}{tag}", {}).get("median_s")
+        if value is not None:
+            values.append(value / n)
+    return values, estimated
+
+
+def _estimated_cell(values: list[float], estimated: bool, digits: int) -> str:
+    return ("≈" if estimated and values else "") + _mean_std(values, digits)
 
 
 def _ratio(values: list[float], base: list[float]) -> str:
     return f"{statistics.mean(values) / statistics.mean(base):.2f}×" if values and base else "–"
+
+
+def timing_footnote(results: list[dict[str, Any]]) -> list[str]:
+    """Lines under the timing table: how ratios pair runs of several precisions, what ≈ cells mean."""
+    lines = []
+    if len({_precision(r) for r in results}) > 1:
+        lines.append("Ratios compare runs of the same train.precision.")
+    if not any(r["profile"].get("extrapolated") for r in results):
+        return lines
+    return lines + ["≈: extrapolated. The method's time_budget_s stopped the test scoring after the share of the score "
+            "matrix given in the score cell; score time = measured time / share scored, test time = measured "
+            "encoding + extrapolated scoring. Nothing was ranked, so such a run has no accuracy."]
 
 
 def _published_cells(published: dict[str, Any], method: str, base: str, tag: str) -> list[str]:
@@ -279,13 +338,17 @@ def _published_cells(published: dict[str, Any], method: str, base: str, tag: str
 
 
 def hardware_line(results: list[dict[str, Any]]) -> str:
-    """One line naming the machine(s) and software the results came from."""
+    """One line naming the machine(s), thread count, software and numeric precision the results came from."""
     seen = []
     for r in results:
         hw, v = r["environment"]["hardware"], r["environment"]["versions"]
         gpu = hw.get("gpu") or {}
-        where = gpu.get("name") or f"{hw['cpu']} ({hw['cores']} cores, {hw['torch_threads']} torch threads)"
-        line = f"{where}; torch {v['torch']}; device {hw['device']}"
+        threads = f"{hw['torch_threads']} torch threads"
+        where = (f"{gpu['name']} (driver {gpu.get('driver', '?')}; host {hw['cpu']}, {threads})" if gpu.get("name")
+                 else f"{hw['cpu']} ({hw['cores']} cores, {threads})")
+        cuda = f", CUDA {v['cuda']}" if gpu.get("name") and v.get("cuda") else ""
+        precision = (r.get("config") or {}).get("train", {}).get("precision", "fp32")
+        line = f"{where}; torch {v['torch']}{cuda}; device {hw['device']}; precision {precision}"
         world = (r.get("distributed") or {}).get("world_size", 1)
         if world > 1:
             line += f" × {world} processes ({r['distributed']['backend']})"
@@ -299,7 +362,7 @@ def _table_data(results: list[dict[str, Any]], reference: str | None, test_stat:
     """Header, rows and footnote lines of both tables, computed once for every format."""
     header, rows = accuracy_rows(results, reference, test_stat)
     return {"accuracy": (header, rows, accuracy_footnote(results, reference, test_stat)),
-            "timing": (*timing_rows(results, reference), [])}
+            "timing": (*timing_rows(results, reference), timing_footnote(results))}
 
 
 def _format(header: list[str], rows: list[list[str]], footnote: list[str], fmt: str) -> str:

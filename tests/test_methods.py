@@ -4,13 +4,18 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from baselines.contrastive import hinge_max_violation
 from baselines.swamp import EmbeddingQueue, SwAMP, SwAMPParams, swamp_loss, swapped_targets
 from harness import evaluate as ev
+from harness import precision as prec
 from harness import runner, train as tr
+from harness.data import take, to_device
 from harness.encoders.mlp import MLP
+from harness.errors import ConfigError
 from harness.ot import sinkhorn
+from harness.precision import PRECISIONS
 from harness.registry import METHODS
 from harness.spec import load_task
 
@@ -122,3 +127,103 @@ def test_swamp_alone_does_not_touch_contrastive():
     method = SwAMP({"a": MLP(3, (4,), 2), "b": MLP(3, (4,), 2)}, params)
     _, logs = method.loss(torch.randn(4, 3), torch.randn(4, 3))
     assert "contrastive" not in logs and torch.equal(logs["loss"], logs["swamp"])
+
+
+@pytest.mark.parametrize("precision", PRECISIONS)
+@pytest.mark.parametrize("kind", METHODS.names())
+def test_every_method_trains_and_scores_under_each_precision(kind, precision, tiny_task, tiny_image_text_task,
+                                                             tiny_video_text_task, tiny_sketch_task):
+    spec, name, data, method = tiny_method_for(kind, tiny_task, tiny_image_text_task, tiny_video_text_task,
+                                               tiny_sketch_task)
+    cpu = torch.device("cpu")
+    check_precision(method, spec, name, data, precision)
+    with prec.scope(precision, cpu):
+        emb = method.encode("a", to_device(take(data["test"].a, torch.arange(4)), cpu))
+    # autocast reached the encoders; a closed-form method (CCA) computes in float64 and returns float32
+    bf16 = precision == "bf16" and method.trains_by_gradient
+    assert emb.dtype == (torch.bfloat16 if bf16 else torch.float32)
+
+
+@pytest.mark.parametrize("precision", PRECISIONS)
+def test_scan_original_trains_and_scores_under_each_precision(precision, tiny_image_text_task):
+    spec = load_task(tiny_image_text_task, ["scan.scorer=original"])
+    data = runner.load_data(spec)
+    torch.manual_seed(0)
+    check_precision(runner.build_method(spec, "scan", data, torch.device("cpu")), spec, "scan", data, precision)
+
+
+def check_precision(method, spec, name, data, precision):
+    """One training step wrapped as the runner wraps it, then validation-style scoring, under ``precision``."""
+    cpu = torch.device("cpu")
+    if not method.trains_by_gradient:
+        with prec.scope(precision, cpu):
+            method.fit_closed_form(data["train"])
+            metrics = ev.evaluate(method, data["test"], spec.metrics, cpu, 64)
+        assert all(0 <= metrics[m] <= 100 for m in spec.metrics.names() if "R@" in m)
+        return
+    before = [p.detach().clone() for p in method.parameters()]
+    opt = tr.make_optimizer(method, spec.methods[name].train)
+    step = prec.wrap_step(tr.make_step(method, opt, data["train"], cpu, None,
+                                       loss_fn=prec.wrap_forward(method.loss, precision, cpu)), precision)
+    logs = step(torch.arange(32))
+    assert torch.isfinite(logs["loss"])
+    assert any(not torch.equal(b, p) for b, p in zip(before, method.parameters()))
+    with prec.scope(precision, cpu):
+        metrics = ev.evaluate(method, data["test"], spec.metrics, cpu, 64)
+    assert all(0 <= metrics[m] <= 100 for m in spec.metrics.names() if "R@" in m)
+
+
+def test_tf32_switches_cover_the_step_and_are_restored():
+    seen = []
+    probe = lambda: seen.append((torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32))  # noqa: E731
+    before = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
+    prec.wrap_step(probe, "tf32")()
+    prec.wrap_step(probe, "fp32")()
+    assert seen == [(True, True), (False, False)]  # fp32 also turns cuDNN's default TF32 off
+    assert (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32) == before
+    assert prec.wrap_forward(probe, "fp32", torch.device("cpu")) is probe
+
+
+def test_unknown_precision_names_the_choices(tiny_task):
+    with pytest.raises(ConfigError, match="unknown precision 'fp16'.*valid: bf16, fp32, tf32"):
+        load_task(tiny_task, ["train.precision=fp16"])
+
+
+class _HostReads(TorchDispatchMode):
+    """Counts reads of a tensor's value back to the host (item(), int(), float(), bool()): on a GPU each
+    is a host–device synchronisation."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.count = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.count += func is torch.ops.aten._local_scalar_dense.default
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize("kind", ["swamp", "swamp_par", "contrastive", "contrastive_par"])
+def test_loss_reads_nothing_back_from_the_device(kind, tiny_task, tiny_image_text_task):
+    """Past the encoders (the word GRU hands its lengths to pack_padded_sequence, which reads them on the
+    host), a training loss never waits for a value computed on the device; SwAMP's queue count included."""
+    spec, name, data, method = tiny_method_for(kind, tiny_task, tiny_image_text_task)
+    x_a, x_b = data["train"].pair_batch(torch.arange(32))
+    embedded = {"a": method.encode("a", x_a).detach(), "b": method.encode("b", x_b).detach()}
+    method.encode = lambda modality, x: embedded[modality].requires_grad_(True)
+    for _ in range(3):  # the queue fills, then wraps around
+        with _HostReads() as reads:
+            method.loss(x_a, x_b)
+        assert reads.count == 0
+
+
+def test_queue_count_survives_a_checkpoint():
+    queue = EmbeddingQueue(size=5, dim=2)
+    queue.push(torch.ones(3, 2), torch.ones(3, 2))
+    fresh = EmbeddingQueue(size=5, dim=2)
+    fresh.load_state_dict(queue.state_dict())
+    assert fresh.n_filled == 3 and len(fresh.with_batch(torch.zeros(1, 2), torch.zeros(1, 2))[0]) == 4
+    method = SwAMP({"a": MLP(3, (4,), 2), "b": MLP(3, (4,), 2)}, SwAMPParams(K=4, queue=10, contrastive_weight=0.0))
+    method.loss(torch.randn(4, 3), torch.randn(4, 3))
+    other = SwAMP({"a": MLP(3, (4,), 2), "b": MLP(3, (4,), 2)}, SwAMPParams(K=4, queue=10, contrastive_weight=0.0))
+    other.load_state_dict(method.state_dict())  # the hook runs for a submodule of the loaded model too
+    assert other.queue.n_filled == 4

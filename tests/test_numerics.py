@@ -161,7 +161,7 @@ def test_nan_rows_never_hit_and_leave_the_other_queries_alone():
     method = Method({"a": Fixed(8), "b": Fixed(8)}, None)
     split = Split(broken, emb.clone())
     folds = ev.make_folds(split, 1)
-    ev.rank_folds(ev.score_folds(method, broken, emb, folds), folds, split, MetricSpec(("a2b", "b2a")), ranks)
+    ev.rank_folds(ev.score_folds(method, broken, emb, folds)[0], folds, split, MetricSpec(("a2b", "b2a")), ranks)
     assert ranks["a2b/pair"][::2].tolist() == [n] * (n // 2) and ranks["a2b/pair"][1::2].tolist() == [1] * (n // 2)
     assert ranks["b2a/pair"][::2].tolist() == [n] * (n // 2) and ranks["b2a/pair"][1::2].tolist() == [1] * (n // 2)
 
@@ -173,8 +173,11 @@ def test_image_text_protocol_on_a_collapsed_embedding():
     assert image_text_metrics(torch.full((20, 100), math.nan))["rsum"] == 0
 
 
-if __name__ == "__main__":
+if __name__ == "__main__":  # python -m tests.test_numerics [cpu|cuda]
+    import sys
+
+    where = sys.argv[1] if len(sys.argv) > 1 else "cpu"
     for dt in TOL:
-        w = grid_errors(dt)
-        print(f"{str(dt):15} non-finite or negative: {w['bad']}  worst row-sum error: {w['row']:.1e}  "
+        w = grid_errors(dt, where)
+        print(f"{where} {str(dt):15} non-finite or negative: {w['bad']}  worst row-sum error: {w['row']:.1e}  "
               f"worst entry error vs float64 reference: {w['entry']:.1e}  (tolerance {TOL[dt]:.0e})")

@@ -62,6 +62,18 @@ def test_plan_rejects_unknown_names_from_sweeps(tiny_task):
         plan.plan(tiny_task, [], ["swmp.K=8,16"], ["swamp"], [0])
 
 
+def test_older_result_files_read_added_settings_with_their_old_values():
+    old = {"train": {"lr": 0.1}, "method": {"method": "swamp_par", "H": 2}}
+    now = {"train": {"lr": 0.1, "precision": "fp32"}, "method": {"method": "swamp_par", "H": 2, "heads": "concat"}}
+    filled = plan.with_legacy_defaults(old, now)
+    assert filled == {"train": {"lr": 0.1, "precision": "fp32"}, "method": {"method": "swamp_par", "H": 2,
+                                                                            "heads": "split"}}
+    assert old["method"] == {"method": "swamp_par", "H": 2}  # not modified in place
+    assert plan.diff(filled, now) == {"heads": "concat"}  # PAR heads used to split D: a different model
+    contrastive = {"method": {"method": "contrastive", "margin": 0.1}}
+    assert plan.with_legacy_defaults(contrastive, contrastive) is contrastive  # nothing it lacks
+
+
 def test_settings_added_after_a_result_count_as_their_defaults(tiny_task):
     from harness import params as P
     from harness.spec import load_task
@@ -75,3 +87,19 @@ def test_settings_added_after_a_result_count_as_their_defaults(tiny_task):
                                               "train.collapse_tolerance"}  # without defaults: all differ
     changed = load_task(tiny_task, ["contrastive.loss=sum"]).resolved("contrastive")
     assert plan.diff(older, changed, defaults) == {"loss": "sum"}  # a non-default value still differs
+
+
+def test_run_names_are_single_folder_names():
+    name = plan.run_name("scan", {"train.select": "5folds/rsum", "dataset.word_vectors": "/data/w2v%.bin"})
+    assert "/" not in name
+    assert name == "scan@train.select=5folds%2Frsum,dataset.word_vectors=%2Fdata%2Fw2v%25.bin"
+
+
+def test_long_run_names_stay_one_valid_distinct_folder_name(tmp_path):
+    varied = {f"encoders.{side}.widths": [4, 8] for side in "ab"} | {f"dataset.setting_{i}": "x" * 20 for i in range(12)}
+    name = plan.run_name("doodle2search_swamp", varied)
+    other = plan.run_name("doodle2search_swamp", {**varied, "encoders.b.widths": [4, 16]})  # past the cut
+    assert len(name.encode()) == plan.MAX_RUN_NAME and name != other and name[:-12] == other[:-12]
+    assert name.startswith("doodle2search_swamp@dataset.setting_0=") and "/" not in name
+    (tmp_path / name / ".seed0.json.tmp").parent.mkdir()  # the file system takes it
+    assert plan.run_name("swamp", {"K": 8}) == "swamp@K=8"  # short names unchanged

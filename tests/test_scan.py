@@ -1,4 +1,5 @@
-"""SCAN's cross-attention similarity against a per-caption reference loop, chunking, dtype, errors."""
+"""SCAN's vectorised cross-attention similarity against SCAN's own per-caption loop (the ``original`` scorer's
+training forward, itself checked on known answers in tests/test_scan_original.py), chunking, dtype, errors."""
 from __future__ import annotations
 
 import pytest
@@ -6,7 +7,12 @@ import torch
 import torch.nn.functional as F
 
 from baselines.scan import DIRECTIONS, SCANi2tAVG, SCANParams, plan_chunks, pool, xattn_similarity
-from tests.scan_reference import reference_xattn
+from baselines.scan_original import per_caption_similarity
+
+
+def reference_xattn(images, captions, lengths, **kw):
+    """SCAN's per-caption loop as the reference."""
+    return per_caption_similarity(images, captions, lengths.tolist(), **kw)
 
 SETTINGS = [("t2i", "avg", 9.0, 6.0), ("t2i", "lse", 9.0, 6.0), ("i2t", "avg", 4.0, 5.0), ("i2t", "lse", 4.0, 20.0)]
 
@@ -102,8 +108,20 @@ def test_bad_lengths_and_shapes():
         xattn_similarity(images, captions, torch.zeros_like(lengths), **kw)
     with pytest.raises(ValueError, match="must share D"):
         xattn_similarity(images, captions[..., :3], lengths, **kw)
-    with pytest.raises(ValueError, match="dtype"):
-        xattn_similarity(images.double(), captions, lengths, **kw)
+
+
+def test_mixed_and_low_precision_inputs_are_scored_in_float32():
+    """Under bf16 autocast the region encoder hands over bfloat16 and the GRU float32: both are promoted."""
+    images, captions, lengths = random_inputs(5)
+    kw = dict(direction="t2i", agg="avg", lambda_softmax=9.0)
+    expected = xattn_similarity(images.bfloat16().float(), captions, lengths, **kw)
+    mixed = xattn_similarity(images.bfloat16(), captions, lengths, **kw)
+    assert mixed.dtype == torch.float32
+    torch.testing.assert_close(mixed, expected)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        under_autocast = xattn_similarity(images.bfloat16(), captions, lengths, **kw)
+    torch.testing.assert_close(under_autocast, expected)
+    assert xattn_similarity(images.double(), captions, lengths, **kw).dtype == torch.float64
 
 
 def test_method_scores_its_encoded_sets():

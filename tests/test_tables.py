@@ -112,6 +112,22 @@ def test_mismatched_rank_lengths_name_the_runs(results):
         tables.render(results, "md", reference="contrastive")
 
 
+def test_timing_caption_and_ratios_follow_the_precision(tmp_path):
+    runs = []
+    for run, method, precision, step in [("swamp_par", "swamp_par", "fp32", 0.2), ("scan", "scan", "fp32", 0.4),
+                                         ("swamp_par@bf16", "swamp_par", "bf16", 0.1), ("scan@bf16", "scan", "bf16", 0.3)]:
+        r = _result(tmp_path, run, 0, None)
+        r.update(method=method, config={"metrics": METRICS, "train": {"precision": precision}},
+                 reference={"timing": {"relative_to": "swamp_par", "methods": {}}})
+        r["profile"]["timing"]["train_step"] = {"median_s": step, "p90_s": step}
+        runs.append(r)
+    header, rows = tables.timing_rows(runs)
+    ratio = {row[0]: row[header.index("step / swamp_par")] for row in rows}
+    assert ratio == {"swamp_par": "1.00×", "scan": "2.00×", "swamp_par@bf16": "1.00×", "scan@bf16": "3.00×"}
+    assert "Ratios compare runs of the same train.precision." in tables.render(runs, "md")["timing"]
+    assert tables.hardware_line(runs[:1]) == "cpu (2 cores, 1 torch threads); torch 2; device cpu; precision fp32"
+
+
 def _with_ap(results: list[dict], gain: float) -> list[dict]:
     """Add per-query average precisions (swamp's higher by ``gain``) and their mean as 'a2b/mAP'."""
     metrics = {**METRICS, "map": True}

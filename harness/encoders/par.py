@@ -3,9 +3,16 @@
 p learnable queries q_1..q_p, shared by both modalities, each attend over the set
 {x_1..x_n} (regions or words): z_k = Σ_i softmax_i(q_k·x_i / T) x_i, padding masked;
 PAR(X) = concat(z_1, …, z_p), L2-normalised, so cross-modal similarity is a dot product.
-With H heads the D dimensions are split into H groups of D/H that attend separately and
-are concatenated back (our reading of the paper's "multi-head extension"; it keeps the
-width p·D). No key or value projections: the encoders' outputs are already learned.
+Two readings of the paper's H heads ("computes these features multiple times and
+concatenates them"):
+
+* ``concat`` (default, the paper's wording): H independent PAR poolings, each with its own
+  p queries over all D dimensions, concatenated: H·p·D wide (MS-COCO: 2 × 10 × 1024). With
+  no key or value projections this is one PAR with H·p queries, which is how it is computed.
+* ``split``: the D dimensions are cut into H groups of D/H that attend separately and are
+  concatenated back; the width stays p·D.
+
+No key or value projections: the encoders' outputs are already learned.
 """
 from __future__ import annotations
 
@@ -40,17 +47,30 @@ def as_set(encoded: torch.Tensor | tuple[torch.Tensor, torch.Tensor]) -> tuple[t
     return features, mask
 
 
-class PAR(nn.Module):
-    """Holds the p shared queries; ``forward(encoded)`` pools one modality's sets."""
+HEAD_MODES = ("concat", "split")
 
-    def __init__(self, dim: int, p: int, temperature: float, heads: int):
+
+def par_width(dim: int, p: int, heads: int, mode: str) -> int:
+    """Output width of PAR: H·p·D for ``concat`` heads, p·D for ``split`` heads."""
+    return (heads if mode == "concat" else 1) * p * dim
+
+
+class PAR(nn.Module):
+    """Holds the shared queries ((H·p, D) for ``concat`` heads, (p, D) for ``split``); ``forward(encoded)``
+    pools one modality's sets."""
+
+    def __init__(self, dim: int, p: int, temperature: float, heads: int, mode: str = "concat"):
         super().__init__()
-        if dim % heads:
-            raise ConfigError(f"PAR heads H ({heads}) must divide the feature width ({dim}); choose H among the "
-                              f"divisors of {dim}")
-        self.queries = nn.Parameter(F.normalize(torch.randn(p, dim), dim=1))
-        self.temperature, self.heads = temperature, heads
-        self.out_dim = p * dim
+        if mode not in HEAD_MODES:
+            raise ConfigError(f"PAR head mode {mode!r} is not one of {', '.join(HEAD_MODES)}")
+        if mode == "split" and dim % heads:
+            raise ConfigError(f"PAR split heads H ({heads}) must divide the feature width ({dim}); choose H among "
+                              f"the divisors of {dim}, or heads: concat")
+        n_queries = heads * p if mode == "concat" else p
+        self.queries = nn.Parameter(F.normalize(torch.randn(n_queries, dim), dim=1))
+        self.temperature = temperature
+        self.heads = 1 if mode == "concat" else heads  # groups of D that attend separately
+        self.out_dim = par_width(dim, p, heads, mode)
 
     def forward(self, encoded: torch.Tensor | tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
         features, mask = as_set(encoded)
