@@ -338,8 +338,9 @@ def _published_cells(published: dict[str, Any], method: str, base: str, tag: str
 
 
 def hardware_line(results: list[dict[str, Any]]) -> str:
-    """One line naming the machine(s), thread count, software and numeric precision the results came from."""
-    seen = []
+    """One line naming the machine(s), thread count, software and numeric precision(s) the results came from;
+    runs that differ only in precision share one entry ('precision fp32, bf16')."""
+    seen: dict[str, list[str]] = {}
     for r in results:
         hw, v = r["environment"]["hardware"], r["environment"]["versions"]
         gpu = hw.get("gpu") or {}
@@ -348,13 +349,14 @@ def hardware_line(results: list[dict[str, Any]]) -> str:
                  else f"{hw['cpu']} ({hw['cores']} cores, {threads})")
         cuda = f", CUDA {v['cuda']}" if gpu.get("name") and v.get("cuda") else ""
         precision = (r.get("config") or {}).get("train", {}).get("precision", "fp32")
-        line = f"{where}; torch {v['torch']}{cuda}; device {hw['device']}; precision {precision}"
+        line = f"{where}; torch {v['torch']}{cuda}; device {hw['device']}; precision \0"
         world = (r.get("distributed") or {}).get("world_size", 1)
         if world > 1:
             line += f" × {world} processes ({r['distributed']['backend']})"
-        if line not in seen:
-            seen.append(line)
-    return " | ".join(seen)
+        precisions = seen.setdefault(line, [])
+        if precision not in precisions:
+            precisions.append(precision)
+    return " | ".join(line.replace("\0", ", ".join(p)) for line, p in seen.items())
 
 
 def _table_data(results: list[dict[str, Any]], reference: str | None, test_stat: str | None = None

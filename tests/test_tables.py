@@ -126,6 +126,7 @@ def test_timing_caption_and_ratios_follow_the_precision(tmp_path):
     assert ratio == {"swamp_par": "1.00×", "scan": "2.00×", "swamp_par@bf16": "1.00×", "scan@bf16": "3.00×"}
     assert "Ratios compare runs of the same train.precision." in tables.render(runs, "md")["timing"]
     assert tables.hardware_line(runs[:1]) == "cpu (2 cores, 1 torch threads); torch 2; device cpu; precision fp32"
+    assert tables.hardware_line(runs) == "cpu (2 cores, 1 torch threads); torch 2; device cpu; precision fp32, bf16"
 
 
 def _with_ap(results: list[dict], gain: float) -> list[dict]:
