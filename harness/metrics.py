@@ -132,17 +132,7 @@ def average_precisions(sims: torch.Tensor, relevant: torch.Tensor, *, k: int | N
     _check_mask(sims, relevant)
     if k is not None and k < 1:
         raise ValueError(f"k must be >= 1, got {k}")
-    rows = max(1, chunk_elems // max(1, sims.shape[1]))
-    out = []
-    for lo in range(0, sims.shape[0], rows):
-        s, rel = sims[lo:lo + rows], relevant[lo:lo + rows]
-        order = _pessimistic_order(s, rel)[:, :k]  # (q, k or G)
-        s_sorted = torch.nan_to_num(s.double(), nan=-math.inf).gather(1, order)
-        hits = rel.gather(1, order).double()
-        ends = _group_ends(s_sorted)
-        precision = hits.cumsum(1).gather(1, ends) / (ends + 1).double()  # P at each tied run's end
-        n_relevant = hits.sum(1)
-        out.append(torch.where(n_relevant > 0, (hits * precision).sum(1) / n_relevant.clamp_min(1), 0.0))
+    out = [_ap_of_order(s, rel, order[:, :k]) for s, rel, order in _ordered_chunks(sims, relevant, chunk_elems)]
     return torch.cat(out) if out else sims.new_zeros(0, dtype=torch.float64)
 
 
@@ -152,31 +142,52 @@ def precisions_at(sims: torch.Tensor, relevant: torch.Tensor, k: int, chunk_elem
     _check_mask(sims, relevant)
     if k < 1:
         raise ValueError(f"k must be >= 1, got {k}")
+    out = [rel.gather(1, order[:, :k]).double().mean(1) for _, rel, order in _ordered_chunks(sims, relevant,
+                                                                                            chunk_elems)]
+    return torch.cat(out) if out else sims.new_zeros(0, dtype=torch.float64)
+
+
+def _ordered_chunks(sims: torch.Tensor, relevant: torch.Tensor, chunk_elems: int):
+    """(scores, relevance, pessimistic order) of consecutive blocks of queries of about ``chunk_elems``."""
     rows = max(1, chunk_elems // max(1, sims.shape[1]))
-    out = []
     for lo in range(0, sims.shape[0], rows):
         s, rel = sims[lo:lo + rows], relevant[lo:lo + rows]
-        top = _pessimistic_order(s, rel)[:, :k]
-        out.append(rel.gather(1, top).double().mean(1))
-    return torch.cat(out) if out else sims.new_zeros(0, dtype=torch.float64)
+        yield s, rel, _pessimistic_order(s, rel)
+
+
+def _ap_of_order(s: torch.Tensor, rel: torch.Tensor, order: torch.Tensor) -> torch.Tensor:
+    """Average precision of each row over the items ``order`` lists (all, or the top k), ties pooled."""
+    s_sorted = torch.nan_to_num(s.double(), nan=-math.inf).gather(1, order)
+    hits = rel.gather(1, order).double()
+    ends = _group_ends(s_sorted)
+    precision = hits.cumsum(1).gather(1, ends) / (ends + 1).double()  # P at each tied run's end
+    n_relevant = hits.sum(1)
+    return torch.where(n_relevant > 0, (hits * precision).sum(1) / n_relevant.clamp_min(1), 0.0)
 
 
 def precision_metrics(sims: torch.Tensor, relevant: torch.Tensor, *, ap: bool = True,
                       ap_ks: tuple[int, ...] = (), precision_ks: tuple[int, ...] = (),
-                      per_query: dict[str, torch.Tensor] | None = None) -> dict[str, float]:
+                      per_query: dict[str, torch.Tensor] | None = None, chunk_elems: int = 2**22) -> dict[str, float]:
     """Mean average precision over queries as percentages: 'mAP' (whole gallery), 'mAP@k', 'P@k'.
-    ``per_query``, when given, receives each query's average precision (0–1) under 'AP'."""
-    out: dict[str, float] = {}
-    if ap:
-        aps = average_precisions(sims, relevant)  # (Q,)
-        out["mAP"] = float(aps.mean() * 100.0)
-        if per_query is not None:
-            per_query["AP"] = aps
-    for k in ap_ks:
-        out[f"mAP@{k}"] = float(average_precisions(sims, relevant, k=k).mean() * 100.0)
-    for k in precision_ks:
-        out[f"P@{k}"] = float(precisions_at(sims, relevant, k).mean() * 100.0)
-    return out
+    ``per_query``, when given, receives each query's average precision (0–1) under 'AP'. Every
+    statistic reads one pessimistic ordering of each block of queries (one sort, not one per statistic)."""
+    _check_mask(sims, relevant)
+    if any(k < 1 for k in (*ap_ks, *precision_ks)):
+        raise ValueError(f"every k must be >= 1, got {list(ap_ks)} and {list(precision_ks)}")
+    parts: dict[str, list[torch.Tensor]] = {name: [] for name in (["mAP"] if ap else []) +
+                                            [f"mAP@{k}" for k in ap_ks] + [f"P@{k}" for k in precision_ks]}
+    for s, rel, order in _ordered_chunks(sims, relevant, chunk_elems):
+        if ap:
+            parts["mAP"].append(_ap_of_order(s, rel, order))
+        for k in ap_ks:
+            parts[f"mAP@{k}"].append(_ap_of_order(s, rel, order[:, :k]))
+        for k in precision_ks:
+            parts[f"P@{k}"].append(rel.gather(1, order[:, :k]).double().mean(1))
+    values = {name: torch.cat(chunks) if chunks else sims.new_zeros(0, dtype=torch.float64)
+              for name, chunks in parts.items()}
+    if per_query is not None and ap:
+        per_query["AP"] = values["mAP"]
+    return {name: float(v.mean() * 100.0) for name, v in values.items()}
 
 
 def _check_mask(sims: torch.Tensor, relevant: torch.Tensor) -> None:

@@ -143,3 +143,24 @@ def test_task_metrics_and_tables_carry_map(tiny_task, tmp_path):
     assert {"a2b mAP", "a2b mAP@5", "a2b P@10"} <= set(header)
     with pytest.raises(ConfigError, match="positive"):
         load_task(tiny_task, ["metrics.map_at=[0]"])
+
+
+@pytest.mark.parametrize("chunk_elems", [1, 37, 2**22])
+def test_one_ordering_gives_each_statistic_as_computed_alone(chunk_elems):
+    gen = torch.Generator().manual_seed(3)
+    sims = torch.randint(0, 4, (23, 40), generator=gen).float()  # many ties
+    sims[5, :7] = float("nan")
+    relevant = torch.rand(23, 40, generator=gen) < 0.3
+    relevant[0] = False  # a query with nothing relevant
+    per_query: dict[str, torch.Tensor] = {}
+    got = precision_metrics(sims, relevant, ap_ks=(1, 10, 100), precision_ks=(5, 200), per_query=per_query,
+                            chunk_elems=chunk_elems)
+    alone = {"mAP": average_precisions(sims, relevant)}
+    alone |= {f"mAP@{k}": average_precisions(sims, relevant, k=k) for k in (1, 10, 100)}
+    alone |= {f"P@{k}": precisions_at(sims, relevant, k) for k in (5, 200)}
+    assert list(got) == list(alone)
+    for name, values in alone.items():
+        assert got[name] == pytest.approx(float(values.mean() * 100), abs=1e-12)
+    assert torch.equal(per_query["AP"], alone["mAP"])
+    empty = precision_metrics(sims[:0], relevant[:0], ap_ks=(10,))
+    assert set(empty) == {"mAP", "mAP@10"}  # no queries: every asked statistic, as NaN
