@@ -222,8 +222,8 @@ def _train(run: Run, method: Method, data: PairedData, opts: RunOptions, prof: P
                                                   opts.device),
                         shard=partial(dd.shard, info=info) if info.world_size > 1 else None,
                         world_size=info.world_size, check_loss=guard)
-    step = guards.on_oom(guard.count(prec.wrap_step(step, m.train.precision)), "a training step", guards.memory_settings(spec, run.method, "train"),
-                         opts.device, resume)
+    step = guards.on_oom(guard.count(prec.wrap_step(step, m.train.precision)), "a training step",
+                         guards.memory_settings(spec, run.method, "train"), opts.device, resume)
     label = f"{run.run_name} seed{run.seed}"
     bar = _progress(m.train.epochs, resumed_from, label, opts.progress and info.is_main)
     warned = resumed_from > 0 and _collapsed(state.history, chance, m.train) is not None

@@ -124,7 +124,8 @@ def _skipped_note(runs: list[dict[str, Any]], metric: str) -> str:
 
 def _accuracy_cell(runs: list[dict[str, Any]], metric: str, ref_runs: list[dict[str, Any]] | None) -> str:
     """Mean ± std of ``metric``; a ``*`` when it is a recall that differs from ``ref_runs`` over seeds."""
-    text = _mean_std([r["metrics"][metric] for r in runs if metric in r["metrics"]], 1 if metric.endswith("MedR") else 2)
+    values = [r["metrics"][metric] for r in runs if metric in r["metrics"]]  # none where a time budget stopped it
+    text = _mean_std(values, 1 if metric.endswith("MedR") else 2)
     if ref_runs is None or not stats.query_testable(metric):
         return text
     test = stats.paired_seed_test(stats.seed_values(runs, metric), stats.seed_values(ref_runs, metric))
@@ -340,7 +341,7 @@ def _published_cells(published: dict[str, Any], method: str, base: str, tag: str
 def hardware_line(results: list[dict[str, Any]]) -> str:
     """One line naming the machine(s), thread count, software and numeric precision(s) the results came from;
     runs that differ only in precision share one entry ('precision fp32, bf16')."""
-    seen: dict[str, list[str]] = {}
+    seen: dict[tuple[str, str], list[str]] = {}  # (machine and software, processes) -> precisions
     for r in results:
         hw, v = r["environment"]["hardware"], r["environment"]["versions"]
         gpu = hw.get("gpu") or {}
@@ -348,15 +349,12 @@ def hardware_line(results: list[dict[str, Any]]) -> str:
         where = (f"{gpu['name']} (driver {gpu.get('driver', '?')}; host {hw['cpu']}, {threads})" if gpu.get("name")
                  else f"{hw['cpu']} ({hw['cores']} cores, {threads})")
         cuda = f", CUDA {v['cuda']}" if gpu.get("name") and v.get("cuda") else ""
-        precision = (r.get("config") or {}).get("train", {}).get("precision", "fp32")
-        line = f"{where}; torch {v['torch']}{cuda}; device {hw['device']}; precision \0"
         world = (r.get("distributed") or {}).get("world_size", 1)
-        if world > 1:
-            line += f" × {world} processes ({r['distributed']['backend']})"
-        precisions = seen.setdefault(line, [])
-        if precision not in precisions:
-            precisions.append(precision)
-    return " | ".join(line.replace("\0", ", ".join(p)) for line, p in seen.items())
+        processes = f" × {world} processes ({r['distributed']['backend']})" if world > 1 else ""
+        precisions = seen.setdefault((f"{where}; torch {v['torch']}{cuda}; device {hw['device']}", processes), [])
+        if _precision(r) not in precisions:
+            precisions.append(_precision(r))
+    return " | ".join(f"{machine}; precision {', '.join(p)}{processes}" for (machine, processes), p in seen.items())
 
 
 def _table_data(results: list[dict[str, Any]], reference: str | None, test_stat: str | None = None
