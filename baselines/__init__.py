@@ -1,1 +1,1 @@
-"""Methods compared by the harness: one file per method, each registered in ``harness.registry.METHODS``."""
+"""Methods compared by the harness: one file per method, each registered in ``harness.config.registry.METHODS``."""

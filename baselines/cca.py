@@ -18,10 +18,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from harness.data import Split, take
+from harness.data.paired import Split, take
 from harness.method import Method
-from harness.params import require
-from harness.registry import METHODS
+from harness.config.params import require
+from harness.config.registry import METHODS
 
 FITTED = ("mean_a", "mean_b", "proj_a", "proj_b", "correlations")
 

@@ -1,5 +1,5 @@
 """VSE++ contrastive baseline: modality-wise embeddings trained with one loss of the contrastive family
-(:mod:`harness.losses`): the hinge with the hardest negative (max violation, the default and the
+(:mod:`harness.ops.losses`): the hinge with the hardest negative (max violation, the default and the
 paper's baseline), the hinge summed over all negatives, or InfoNCE; optionally a warm-up with the
 summed hinge before the hardest negative. :class:`PairLoss` is the piece that SwAMP and the PAR
 methods share."""
@@ -13,12 +13,12 @@ from typing import Any, Literal
 import torch
 from torch import nn
 
-from harness.collapse import plateau_key
-from harness.distributed import global_batch_sum
-from harness.losses import collapsed_value, infonce_loss, max_violation_loss, sum_violation_loss
+from harness.run.collapse import plateau_key
+from harness.run.distributed import global_batch_sum
+from harness.ops.losses import collapsed_value, infonce_loss, max_violation_loss, sum_violation_loss
 from harness.method import Method
-from harness.params import require
-from harness.registry import METHODS
+from harness.config.params import require
+from harness.config.registry import METHODS
 
 __all__ = ["Contrastive", "ContrastiveParams", "PairLoss", "PairLossFields", "hinge_max_violation",
            "max_violation_loss"]
@@ -28,7 +28,7 @@ MIN_TEMPERATURE = 0.01  # a learned temperature stops here (CLIP caps its logit 
 
 def hinge_max_violation(emb_a: torch.Tensor, emb_b: torch.Tensor, margin: float) -> torch.Tensor:
     """VSE++ loss (Faghri et al. 2018, Eq. 5) summed over the batch, on unit-norm rows of ``emb_a`` and
-    ``emb_b`` (both (B, D)); see :func:`harness.losses.max_violation_loss`."""
+    ``emb_b`` (both (B, D)); see :func:`harness.ops.losses.max_violation_loss`."""
     return max_violation_loss(emb_a @ emb_b.T, margin)
 
 

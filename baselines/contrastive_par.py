@@ -11,8 +11,8 @@ from torch import nn
 from baselines.contrastive import Contrastive, ContrastiveParams
 from harness.encoders.par import HEAD_MODES, PAR, par_width
 from harness.errors import unknown
-from harness.params import require
-from harness.registry import METHODS
+from harness.config.params import require
+from harness.config.registry import METHODS
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """Doodle2Search (Dey et al., CVPR 2019): zero-shot sketch -> photo retrieval with three losses.
 
 A training item is a sketch, a photo of its class (positive), a photo of a semantically sampled
-other class (negative; :class:`harness.images.SemanticTriplets`) and the sketch class's word
+other class (negative; :class:`harness.data.images.SemanticTriplets`) and the sketch class's word
 vector w. With s, p, n the raw embeddings (B, D) of sketch, positive and negative:
 
 * triplet: mean_i [‖s−p‖ − ‖s−n‖ + margin]_+ (margin 1, Euclidean);
@@ -33,8 +33,8 @@ from torch import nn
 
 from harness.errors import ConfigError
 from harness.method import Method
-from harness.params import require
-from harness.registry import METHODS
+from harness.config.params import require
+from harness.config.registry import METHODS
 
 Terms = dict[str, tuple[float, torch.Tensor]]  # name -> (weight, value)
 

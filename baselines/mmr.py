@@ -23,8 +23,8 @@ from typing import Any
 import torch
 
 from harness.method import Method
-from harness.params import require
-from harness.registry import METHODS
+from harness.config.params import require
+from harness.config.registry import METHODS
 
 
 def max_margin_ranking_loss(sims: torch.Tensor, margin: float) -> torch.Tensor:

@@ -27,11 +27,11 @@ import torch
 
 from baselines import scan_original as original
 from baselines.contrastive import max_violation_loss
-from harness.distributed import global_batch_sum
+from harness.run.distributed import global_batch_sum
 from harness.errors import unknown
 from harness.method import Method
-from harness.params import require
-from harness.registry import METHODS
+from harness.config.params import require
+from harness.config.registry import METHODS
 
 DIRECTIONS = ("t2i", "i2t")
 POOLINGS = ("avg", "lse")

@@ -8,7 +8,7 @@ of those targets supervise both classifiers (Eq. 5). Total loss (Eq. 6):
 contrastive_weight * L_c + lambda * L_s, with L_c any loss of the contrastive family
 (``loss``: the max-violation hinge by default; :class:`baselines.contrastive.PairLoss`).
 
-Under torchrun (:mod:`harness.distributed`) each process encodes its shard of the global
+Under torchrun (:mod:`harness.run.distributed`) each process encodes its shard of the global
 batch; Sinkhorn runs over the global batch plus the queue, spread over the processes, and
 the global batch enters every process's queue, so targets and queue equal those of one
 process training on the whole batch.
@@ -24,11 +24,11 @@ import torch.nn.functional as F
 from torch import nn
 
 from baselines.contrastive import PairLoss, PairLossFields
-from harness.distributed import global_batch_sum, chunk_bounds, gather_rows, is_distributed, rank_and_world
+from harness.run.distributed import global_batch_sum, chunk_bounds, gather_rows, is_distributed, rank_and_world
 from harness.method import Method
-from harness.ot import log_softmax_nograd, sinkhorn
-from harness.params import require
-from harness.registry import METHODS
+from harness.ops.ot import log_softmax_nograd, sinkhorn
+from harness.config.params import require
+from harness.config.registry import METHODS
 
 
 def swapped_targets(logp_a: torch.Tensor, logp_b: torch.Tensor, *, eta: float, n_iters: int,
@@ -36,7 +36,7 @@ def swapped_targets(logp_a: torch.Tensor, logp_b: torch.Tensor, *, eta: float, n
     """Targets (q_a, q_b), each (N, K): q_a from modality b's log p(y|x), q_b from a's (Alg. 1, step 4).
 
     ``distributed``: the rows are this process's part of a problem spread over all processes
-    (see :func:`harness.ot.sinkhorn`).
+    (see :func:`harness.ops.ot.sinkhorn`).
     """
     solve = partial(sinkhorn, distributed=True) if distributed else sinkhorn
     q_a = solve(logp_b, eta, n_iters)
@@ -185,7 +185,7 @@ class SwappedAssignments(Method):
 class SwAMP(SwappedAssignments):
     """SwAMP on modality-wise embeddings (optionally plus the contrastive hinge).
 
-    With several processes (:func:`harness.distributed.is_distributed`) the Sinkhorn targets
+    With several processes (:func:`harness.run.distributed.is_distributed`) the Sinkhorn targets
     and the queue follow the global batch (:meth:`targets`, :meth:`remember`), while the
     hinge L_c takes its negatives from the process's own rows only. L_c is a sum over the
     batch and DDP averages gradients, so each process multiplies its L_c by the world size:

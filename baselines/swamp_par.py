@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from baselines.contrastive_par import PARFields, PARPooled
 from baselines.swamp import SwAMP, SwAMPParams
-from harness.registry import METHODS
+from harness.config.registry import METHODS
 
 
 @dataclass(frozen=True)

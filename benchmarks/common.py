@@ -3,7 +3,7 @@
 Shapes are fixed here so that numbers stay comparable across commits: the task's batch
 (128), SwAMP's declared K and queue (1000, 1280), and a test split of 2,000 pairs
 (the paper's synthetic test size). Nothing here trains or evaluates on its own terms:
-it builds the objects through ``harness.runner`` and ``harness.train`` and calls them.
+it builds the objects through ``harness.run.runner`` and ``harness.run.train`` and calls them.
 """
 from __future__ import annotations
 
@@ -16,15 +16,15 @@ from typing import Any, Callable
 import torch
 
 import harness
-from harness import evaluate as ev
-from harness import runner
-from harness import spec as specs
-from harness import train as tr
-from harness.data import PairedData
+from harness.run import evaluate as ev
+from harness.run import runner
+from harness.config import spec as specs
+from harness.run import train as tr
+from harness.data.paired import PairedData
 from harness.method import Method
-from harness.plan import Run
-from harness.profiling import MiB, synchronize
-from harness.registry import METHODS
+from harness.config.plan import Run
+from harness.run.profiling import MiB, synchronize
+from harness.config.registry import METHODS
 
 TASK_FILE = Path(harness.__file__).resolve().parent.parent / "tasks" / "synthetic.yaml"
 # 20 classes x 200 pairs: 1,000 train, 1,000 validation, 2,000 test pairs.

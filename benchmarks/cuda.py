@@ -10,7 +10,7 @@ import torch
 
 from benchmarks import common, image_text
 from benchmarks.kernels import ETA, swamp_logits
-from harness.ot import sinkhorn
+from harness.ops.ot import sinkhorn
 
 
 class _Cuda:
@@ -54,7 +54,7 @@ class CudaRetrieval(_Cuda):
 
 
 class CudaSinkhorn(_Cuda):
-    """``harness.ot.sinkhorn`` on GPU logits at the paper's sizes."""
+    """``harness.ops.ot.sinkhorn`` on GPU logits at the paper's sizes."""
 
     params = [["1408x1000", "2048x500"]]
     param_names = ["N x K"]

@@ -18,10 +18,10 @@ import torch
 
 import harness
 from benchmarks import common
-from harness import runner
-from harness import spec as specs
-from harness import train as tr
-from harness.profiling import synchronize
+from harness.run import runner
+from harness.config import spec as specs
+from harness.run import train as tr
+from harness.run.profiling import synchronize
 
 TASK_FILE = Path(harness.__file__).resolve().parent.parent / "tasks" / "flickr30k_shapes.yaml"
 OVERRIDES = ("dataset.images=[256,16,16]", "dataset.feature_dim=128", "dataset.vocab_size=2000",
@@ -37,7 +37,7 @@ def step_for(method: str, extra: tuple[str, ...] = (), device: torch.device = to
     """One warmed-up training step of ``method`` on the first batch, wrapped as the runner wraps it."""
     common.pin_threads()
     try:
-        from harness import precision as prec
+        from harness.ops import precision as prec
     except ImportError as err:
         raise NotImplementedError(f"no precision setting in this revision: {err}") from None
     try:

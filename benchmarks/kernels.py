@@ -5,8 +5,8 @@ import torch
 import torch.nn.functional as F
 
 from benchmarks import common
-from harness.metrics import pair_relevance, precision_metrics, rank_metrics
-from harness.ot import sinkhorn
+from harness.ops.metrics import pair_relevance, precision_metrics, rank_metrics
+from harness.ops.ot import sinkhorn
 
 TAU, ETA, DIM = 0.01, 20.0, 5  # the synthetic task's SwAMP settings and embedding size
 
@@ -19,7 +19,7 @@ def swamp_logits(n: int, k: int, generator: torch.Generator) -> torch.Tensor:
 
 
 class Sinkhorn:
-    """``harness.ot.sinkhorn`` (3 iterations, eta 20) on batch + queue rows against K prototypes."""
+    """``harness.ops.ot.sinkhorn`` (3 iterations, eta 20) on batch + queue rows against K prototypes."""
 
     params = [["1408x1000", "2048x500"]]
     param_names = ["N x K"]
@@ -34,7 +34,7 @@ class Sinkhorn:
 
 
 class RankMetrics:
-    """``harness.metrics.rank_metrics`` on 1,000 queries x 5,000 gallery items (5 relevant each)."""
+    """``harness.ops.metrics.rank_metrics`` on 1,000 queries x 5,000 gallery items (5 relevant each)."""
 
     def setup(self) -> None:
         common.pin_threads()
@@ -47,7 +47,7 @@ class RankMetrics:
 
 
 class PrecisionMetrics:
-    """``harness.metrics.precision_metrics`` (mAP, mAP@200, P@200: Doodle2Search's statistics) on
+    """``harness.ops.metrics.precision_metrics`` (mAP, mAP@200, P@200: Doodle2Search's statistics) on
     2,000 sketch queries x 12,264 photos of 21 classes, Sketchy's test gallery size."""
 
     def setup(self) -> None:

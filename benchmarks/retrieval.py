@@ -7,7 +7,7 @@ from benchmarks import common
 
 
 class Retrieval:
-    """``harness.evaluate.evaluate`` on the 2,000-pair test split (a 2,000 x 2,000 score matrix)."""
+    """``harness.run.evaluate.evaluate`` on the 2,000-pair test split (a 2,000 x 2,000 score matrix)."""
 
     params = [common.benchmark_methods()]
     param_names = ["method"]

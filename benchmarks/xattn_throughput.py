@@ -26,8 +26,8 @@ import torch.nn.functional as F
 from baselines.scan import DEFAULT_MEMORY_BUDGET, plan_chunks, xattn_similarity
 from baselines import scan_original as original_procedure
 from baselines.scan_original import per_caption_similarity
-from harness.results import environment, write_json_atomic
-from harness.sources.synthetic_precomp import word_counts
+from harness.store.results import environment, write_json_atomic
+from harness.data.sources.synthetic_precomp import word_counts
 
 SETTINGS = {"i2t": (4.0, 5.0), "t2i": (9.0, 6.0)}  # Flickr30K lambda_softmax, lambda_lse
 

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from harness.errors import ConfigError, RunError, did_you_mean, one_line
-from harness.spec_checks import SHIPPED as TASKS_DIR
+from harness.config.checks import SHIPPED as TASKS_DIR
 
 
 def parse_seeds(text: str) -> list[int]:
@@ -114,10 +114,14 @@ def build_parser() -> argparse.ArgumentParser:
 def cmd_run(args: argparse.Namespace) -> int:
     import torch
 
-    from harness import checkpoint, plan, preflight, runner, tables
-    from harness import distributed as dd
-    from harness import params as P
-    from harness.results import result_path
+    from harness.run import checkpoint
+    from harness.config import plan
+    from harness.run import preflight
+    from harness.run import runner
+    from harness.report import tables
+    from harness.run import distributed as dd
+    from harness.config import params as P
+    from harness.store.results import result_path
 
     overrides = list(args.overrides) + ([f"dataset.root={args.data_root}"] if args.data_root else [])
     init = Path(args.init) if args.init else None
@@ -153,7 +157,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def _run_all(runs: list, opts) -> list[dict]:
     """Run (or skip, when finished) every planned run; the result dicts, on rank 0."""
-    from harness import preflight, runner
+    from harness.run import preflight
+    from harness.run import runner
 
     finished = [runner.finished_result(run, opts) for run in runs]  # conflicts fail before any training
     results, data, data_key = [], None, None
@@ -178,11 +183,12 @@ def _data_key(run) -> str:
 
 
 def _run_locked(run, data, opts, tag: str) -> dict | None:
-    """``runner.run_one`` holding the run's lock (``harness.locks``): a second process reaching the same
+    """``runner.run_one`` holding the run's lock (``harness.run.locks``): a second process reaching the same
     (task, run, seed) waits, then skips it when the first one finished it."""
-    from harness import distributed as dd
-    from harness import locks, runner
-    from harness.results import result_path
+    from harness.run import distributed as dd
+    from harness.run import locks
+    from harness.run import runner
+    from harness.store.results import result_path
 
     path = result_path(opts.out, run.spec.name, run.run_name, run.seed)
     with locks.run_lock(path, lambda holder: print(f"{tag}: waiting for {holder}", flush=True),
@@ -196,7 +202,7 @@ def _run_locked(run, data, opts, tag: str) -> dict | None:
 
 
 def _print_tables(results: list[dict], reference: str | None = None, test_stat: str | None = None) -> None:
-    from harness import tables
+    from harness.report import tables
 
     rendered = tables.render(results, "simple", reference=reference, test_stat=test_stat)
     print(f"\nAccuracy (test split, %; mean ± std over seeds)\n{rendered['accuracy']}")
@@ -204,8 +210,8 @@ def _print_tables(results: list[dict], reference: str | None = None, test_stat: 
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    from harness import spec as specs
-    from harness.registry import ENCODERS, METHODS, SOURCES
+    from harness.config import spec as specs
+    from harness.config.registry import ENCODERS, METHODS, SOURCES
 
     for path in sorted(Path(args.tasks_dir).glob("*.yaml")):
         try:
@@ -221,8 +227,8 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_table(args: argparse.Namespace) -> int:
-    from harness import tables
-    from harness.results import load_results
+    from harness.report import tables
+    from harness.store.results import load_results
 
     folder = Path(args.folder)
     results = load_results(folder) if folder.is_dir() else []
@@ -242,19 +248,19 @@ def cmd_table(args: argparse.Namespace) -> int:
 
 
 def cmd_plot(args: argparse.Namespace) -> int:
-    from harness import plot
+    from harness.report import plot
 
     return plot.cmd(args)
 
 
 def cmd_clusters(args: argparse.Namespace) -> int:
-    from harness import clusters
+    from harness.analysis import clusters
 
     return clusters.cmd(args)
 
 
 def cmd_ensemble(args: argparse.Namespace) -> int:
-    from harness import ensemble
+    from harness.analysis import ensemble
 
     return ensemble.cmd(args)
 

@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from harness.data import Split
+from harness.data.paired import Split
 from harness.errors import ConfigError
 
 
@@ -33,7 +33,7 @@ class Method(nn.Module):
 
     @classmethod
     def build(cls, encoders: dict[str, nn.Module], params: Any, data: Any) -> "Method":
-        """The method for a task's data (a :class:`harness.data.PairedData`). Most methods need only the
+        """The method for a task's data (a :class:`harness.data.paired.PairedData`). Most methods need only the
         encoders; one whose extra parts are sized by the data (a head regressing class word vectors)
         overrides this and raises ConfigError when the data lack what it needs."""
         return cls(encoders, params)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from harness import cli, plan, preflight, runner  # noqa: F401 (imported before the rows run: no import-time warnings)
+from harness import cli  # noqa: F401 (imported before the rows run: no import-time warnings)
+from harness.config import plan  # noqa: F401
+from harness.run import preflight, runner  # noqa: F401
 from tests import bad_input_matrix as matrix
 from tests.bad_input_cases import CASES
 

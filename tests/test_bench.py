@@ -109,11 +109,11 @@ FACTOR = 4.0
 
 
 def run_gate(origin: Path, folder: Path, change: str | None) -> subprocess.CompletedProcess:
-    """Clone ``origin``, commit ``change`` to harness/ot.py (or nothing), gate it against its parent."""
+    """Clone ``origin``, commit ``change`` to harness/ops/ot.py (or nothing), gate it against its parent."""
     repo = folder / "repo"
     subprocess.run(["git", "clone", "-q", str(origin), str(repo)], check=True)
     if change:
-        with (repo / "harness" / "ot.py").open("a") as ot:
+        with (repo / "harness" / "ops" / "ot.py").open("a") as ot:
             ot.write(change)
     git(repo, "commit", "-q", "-a", "--allow-empty", "-m", "change under test")
     env = {**os.environ, "PYTHONPATH": str(repo)}

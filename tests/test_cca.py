@@ -10,10 +10,10 @@ import torch
 
 from baselines.cca import CCA, CCAParams, cca_fit, inverse_sqrt
 from harness.cli import main
-from harness.data import Split
+from harness.data.paired import Split
 from harness.errors import ConfigError
-from harness.params import parse
-from harness.restore import restore_run
+from harness.config.params import parse
+from harness.analysis.restore import restore_run
 
 
 def _views(n: int = 400, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:

@@ -9,13 +9,13 @@ from collections import Counter
 import pytest
 import torch
 
-from harness import clusters as C
-from harness.restore import restore_run
+from harness.analysis import clusters as C
+from harness.analysis.restore import restore_run
 from harness.cli import main
-from harness.evaluate import evaluate
-from harness.params import parse
-from harness.spec import MetricSpec
-from harness.text import TokenCaptions
+from harness.run.evaluate import evaluate
+from harness.config.params import parse
+from harness.config.spec import MetricSpec
+from harness.data.text import TokenCaptions
 from tests.conftest import TASKS, TINY, write_task
 from tests.test_image_text_data import WORDS, write_precomp
 

@@ -7,7 +7,7 @@ from torchvision import models
 
 from harness.encoders.cnn import CNN, CNNParams, SpatialAttention
 from harness.errors import ConfigError
-from harness.params import parse
+from harness.config.params import parse
 
 
 def build(shape=(3, 32, 32), **kw):

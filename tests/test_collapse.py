@@ -9,9 +9,9 @@ import pytest
 import torch
 
 from harness.cli import main
-from harness.collapse import Chance, chance_level, detect, epoch_signals, plateau_key
-from harness.data import Split
-from harness.spec import MetricSpec
+from harness.run.collapse import Chance, chance_level, detect, epoch_signals, plateau_key
+from harness.data.paired import Split
+from harness.config.spec import MetricSpec
 from tests.conftest import write_task
 
 CHANCE = Chance("a2b/R@1", mean=1.0, std=0.5)  # at chance: <= 2.5
@@ -104,7 +104,7 @@ def test_a_collapsed_run_warns_records_and_is_flagged(tmp_path, capsys):
 
 
 def test_tables_tell_seeds_collapsed_at_the_selected_epoch_from_the_others():
-    from harness.tables import collapse_flag
+    from harness.report.tables import collapse_flag
 
     runs = [{"collapse": {"at_best_epoch": True}}, {"collapse": {"at_best_epoch": False}}, {"collapse": None}]
     assert collapse_flag(runs) == " [collapsed 1/3; warned 2/3]"

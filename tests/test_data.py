@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 import torch
 
-from harness.data import ArrayRows, PairedData, PinnedRows, Split, for_device, to_device
-from harness.text import TokenCaptions
+from harness.data.paired import ArrayRows, PairedData, PinnedRows, Split, for_device, to_device
+from harness.data.text import TokenCaptions
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU: pinned host memory")
 

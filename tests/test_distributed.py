@@ -1,4 +1,4 @@
-"""harness.distributed and the distributed SwAMP pieces: two CPU processes (gloo) against one process.
+"""harness.run.distributed and the distributed SwAMP pieces: two CPU processes (gloo) against one process.
 
 Each multi-process test spawns two workers that join a gloo group through a file:// rendezvous in
 the test's tmp_path, run one scenario (a module-level function of this file) and save what it
@@ -23,9 +23,9 @@ import torch.nn.functional as F
 
 from baselines.contrastive import hinge_max_violation
 from baselines.swamp import swamp_loss
-from harness import distributed as hd
-from harness.ot import sinkhorn
-from harness.registry import ENCODERS, METHODS
+from harness.run import distributed as hd
+from harness.ops.ot import sinkhorn
+from harness.config.registry import ENCODERS, METHODS
 from tests.test_methods import tiny_method_for
 
 WORLD = 2

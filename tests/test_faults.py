@@ -21,8 +21,10 @@ import pytest
 import torch
 
 from baselines.swamp import SwAMP
-from harness import evaluate, guards, results
-from harness import train as tr
+from harness.run import evaluate
+from harness.run import guards
+from harness.store import results
+from harness.run import train as tr
 from harness.cli import main
 from harness.errors import RunError
 from tests.bad_input_matrix import mount_available
@@ -161,7 +163,8 @@ def test_a_full_disk_stops_the_run_with_one_line_and_no_partial_file(tiny_task, 
 
 
 def test_make_step_skips_the_update_when_the_loss_check_says_so(tiny_task):
-    from harness import plan, runner
+    from harness.config import plan
+    from harness.run import runner
 
     run = plan.plan(tiny_task, [], [], ["swamp"], [0])[0]
     data = runner.load_data(run.spec)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import locks
+from harness.run import locks
 from tests.test_faults import assert_every_visible_file_reads, finish, start, temporaries, wait_for
 
 

@@ -6,7 +6,7 @@ import math
 import pytest
 import torch
 
-from harness.metrics import class_relevance, pair_relevance, query_ranks, rank_metrics
+from harness.ops.metrics import class_relevance, pair_relevance, query_ranks, rank_metrics
 
 
 def naive_ranks(sims: torch.Tensor, relevant: torch.Tensor) -> list[int]:

@@ -1,4 +1,4 @@
-"""harness.ot.sinkhorn: marginals, agreement with a float64 reference, stability, no gradient."""
+"""harness.ops.ot.sinkhorn: marginals, agreement with a float64 reference, stability, no gradient."""
 from __future__ import annotations
 
 import math
@@ -6,7 +6,7 @@ import math
 import pytest
 import torch
 
-from harness.ot import log_softmax_nograd, sinkhorn
+from harness.ops.ot import log_softmax_nograd, sinkhorn
 
 
 def reference_sinkhorn(logits: torch.Tensor, eta: float, n_iters: int,

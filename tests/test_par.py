@@ -7,7 +7,7 @@ import torch.nn.functional as F
 
 from baselines.contrastive_par import ContrastivePAR, ContrastivePARParams
 from baselines.swamp_par import SwAMPPAR, SwAMPPARParams
-from harness import params as P
+from harness.config import params as P
 from harness.encoders.par import PAR, par_pool, par_width
 from harness.encoders.regions import RegionProjection
 from harness.encoders.word_gru import WordGRU

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness import plan
+from harness.config import plan
 from harness.errors import ConfigError
 
 
@@ -75,8 +75,8 @@ def test_older_result_files_read_added_settings_with_their_old_values():
 
 
 def test_settings_added_after_a_result_count_as_their_defaults(tiny_task):
-    from harness import params as P
-    from harness.spec import load_task
+    from harness.config import params as P
+    from harness.config.spec import load_task
 
     spec = load_task(tiny_task)
     current, defaults = spec.resolved("contrastive"), spec.resolved("contrastive", P.defaults)

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from harness import cli
-from harness.plot import Axis, parse_x
-from harness.results import SCHEMA, result_path
+from harness.report.plot import Axis, parse_x
+from harness.store.results import SCHEMA, result_path
 
 SWAMP = {"name": "swamp", "method": "swamp", "K": 1000, "queue": 1280, "hard": False, "strict_queue": True}
 CONTRASTIVE = {"name": "contrastive", "method": "contrastive", "margin": 0.1}

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from harness.metrics import average_precisions, precision_metrics, precisions_at
+from harness.ops.metrics import average_precisions, precision_metrics, precisions_at
 
 sklearn_metrics = pytest.importorskip("sklearn.metrics", reason="scikit-learn (test extra) is the reference for AP")
 
@@ -119,10 +119,11 @@ def test_errors_name_the_problem():
 
 
 def test_task_metrics_and_tables_carry_map(tiny_task, tmp_path):
-    from harness import runner, tables
+    from harness.run import runner
+    from harness.report import tables
     from harness.errors import ConfigError
-    from harness.plan import Run
-    from harness.spec import load_task
+    from harness.config.plan import Run
+    from harness.config.spec import load_task
 
     overrides = ["metrics.map=true", "metrics.map_at=[5]", "metrics.precision_at=[10]", "train.epochs=1"]
     spec = load_task(tiny_task, overrides)

@@ -6,7 +6,7 @@ import time
 import pytest
 import torch
 
-from harness.profiling import CpuPeakRSS, Profiler, percentile
+from harness.run.profiling import CpuPeakRSS, Profiler, percentile
 
 
 def test_timed_wrapper_records_each_call():

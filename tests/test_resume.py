@@ -15,8 +15,9 @@ import pytest
 import torch
 import yaml
 
-from harness import checkpoint as ckpt
-from harness import plan, runner
+from harness.run import checkpoint as ckpt
+from harness.config import plan
+from harness.run import runner
 from harness.cli import main
 from harness.errors import ConfigError
 

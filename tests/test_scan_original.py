@@ -11,8 +11,8 @@ import torch.nn.functional as F
 
 from baselines import scan_original as original
 from baselines.scan import SCANi2tAVG, SCANParams, SCANt2iLSE, xattn_similarity
-from harness import evaluate as ev
-from harness import params as P
+from harness.run import evaluate as ev
+from harness.config import params as P
 from harness.cli import main
 from harness.errors import ConfigError
 from harness.method import Method

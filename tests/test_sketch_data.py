@@ -11,16 +11,16 @@ import pytest
 import torch
 from scipy import stats
 
-from harness.data import Split
+from harness.data.paired import Split
 from harness.errors import ConfigError, DataError
-from harness.evaluate import make_folds, rank_split
-from harness.preflight import check_pairing
-from harness.images import SemanticTriplets, negative_class_probabilities
-from harness.params import parse
-from harness.sources.image_folder import ImageFolder, ImageFolderParams, split_classes
-from harness.sources.sketch_shapes import SketchShapes, SketchShapesParams
-from harness.spec import MetricSpec
-from harness.word_vectors import class_vectors
+from harness.run.evaluate import make_folds, rank_split
+from harness.run.preflight import check_pairing
+from harness.data.images import SemanticTriplets, negative_class_probabilities
+from harness.config.params import parse
+from harness.data.sources.image_folder import ImageFolder, ImageFolderParams, split_classes
+from harness.data.sources.sketch_shapes import SketchShapes, SketchShapesParams
+from harness.config.spec import MetricSpec
+from harness.data.word_vectors import class_vectors
 from tests.sketch_fixtures import CLASSES, write_image_folders
 
 

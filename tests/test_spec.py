@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from harness.errors import ConfigError
-from harness.spec import load_task, parse_override, select_methods, with_epochs
+from harness.config.spec import load_task, parse_override, select_methods, with_epochs
 from tests.conftest import TASKS, TINY, write_task
 
 

@@ -1,4 +1,4 @@
-"""Known answers of the seed-level and query-level tests on tiny inputs (harness.stats)."""
+"""Known answers of the seed-level and query-level tests on tiny inputs (harness.report.stats)."""
 from __future__ import annotations
 
 import json
@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness import stats
+from harness.report import stats
 from harness.errors import ConfigError
 
 METRICS_CONFIG = {"directions": ["i2t", "t2i"], "relevance": ["pair"], "ks": [1, 5, 10], "folds": [1, 5],

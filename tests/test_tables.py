@@ -6,7 +6,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness import stats, tables
+from harness.report import stats
+from harness.report import tables
 from harness.errors import ConfigError
 
 METRICS = {"directions": ["a2b"], "relevance": ["pair"], "ks": [1, 5], "folds": [1], "rsum": False}

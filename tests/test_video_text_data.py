@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 import torch
 
-from harness import params as P
+from harness.config import params as P
 from harness.errors import DataError
-from harness.registry import SOURCES
-from harness.videotext import holdout, howto_video, read_feature_dict, read_pickle
-from harness.words import CaptionDraw, PaddedCaptions, encode_words, read_word2vec, split_words
+from harness.config.registry import SOURCES
+from harness.data.videotext import holdout, howto_video, read_feature_dict, read_pickle
+from harness.data.words import CaptionDraw, PaddedCaptions, encode_words, read_word2vec, split_words
 from tests import videotext_fixtures as fx
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "msrvtt_vgg128"
@@ -38,7 +38,7 @@ def test_word2vec_reader_returns_the_wanted_vectors(tmp_path, binary):
 
 
 def test_word2vec_binary_reader_crosses_chunk_boundaries(tmp_path, monkeypatch):
-    import harness.words as words
+    import harness.data.words as words
 
     monkeypatch.setattr(words, "_CHUNK", 7)  # every entry spans several reads
     vectors = fx.word_vectors(dim=3)

@@ -7,14 +7,14 @@ import torch.nn.functional as F
 
 from baselines.mmr import MaxMarginRanking, MaxMarginParams, max_margin_ranking_loss
 from baselines.swamp_mmr import SwAMPMMR, SwAMPMMRParams
-from harness import checkpoint as ckpt
-from harness import evaluate as ev
-from harness import runner
-from harness import train as tr
+from harness.run import checkpoint as ckpt
+from harness.run import evaluate as ev
+from harness.run import runner
+from harness.run import train as tr
 from harness.encoders.gated import HOWTO100M_KEYS, GatedEmbeddingUnit, WordMaxPool
 from harness.errors import ConfigError
-from harness.metrics import rank_metrics
-from harness.spec import MetricSpec, load_task
+from harness.ops.metrics import rank_metrics
+from harness.config.spec import MetricSpec, load_task
 
 
 def naive_mmr(s: torch.Tensor, margin: float) -> float:
@@ -74,7 +74,7 @@ def test_swamp_mmr_adds_the_ranking_loss_to_lambda_times_swamp():
 
 
 def test_swamp_mmr_refuses_pair_loss_settings_it_would_ignore():
-    from harness.params import parse
+    from harness.config.params import parse
 
     with pytest.raises(ConfigError, match="loss choose SwAMP.s pair loss"):
         parse(SwAMPMMRParams, {"K": 4, "queue": 16, "loss": "infonce"}, "methods.swamp")

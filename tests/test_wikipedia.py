@@ -7,9 +7,9 @@ import pytest
 import torch
 
 from harness.errors import DataError
-from harness.params import parse
-from harness.sources.wikipedia import Wikipedia, WikipediaParams, hold_out, read_labels
-from harness.spec import load_task
+from harness.config.params import parse
+from harness.data.sources.wikipedia import Wikipedia, WikipediaParams, hold_out, read_labels
+from harness.config.spec import load_task
 from tests.conftest import ROOT
 
 DATA = ROOT.parent / "shared" / "data" / "wikipedia"
@@ -66,7 +66,7 @@ def test_list_files_must_match_the_features(tmp_path):
 
 
 def test_hold_out_is_disjoint_and_checked():
-    from harness.data import Split
+    from harness.data.paired import Split
 
     labels = torch.arange(10) % 3
     split = Split(torch.arange(10.0)[:, None], torch.arange(10.0)[:, None], labels_a=labels, labels_b=labels)

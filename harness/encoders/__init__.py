@@ -1,4 +1,4 @@
-"""Encoders: one file each, registered in ``harness.registry.ENCODERS``.
+"""Encoders: one file each, registered in ``harness.config.registry.ENCODERS``.
 
 An encoder is a class with a frozen ``Params`` dataclass and
 ``build(input_shape, params) -> nn.Module``; the module maps a batch of one modality's

@@ -20,8 +20,8 @@ from torch import nn
 from torchvision import models
 
 from harness.errors import ConfigError
-from harness.params import require
-from harness.registry import ENCODERS
+from harness.config.params import require
+from harness.config.registry import ENCODERS
 
 VGG = ("vgg16", "vgg16_bn")
 RESNET = ("resnet18", "resnet34", "resnet50")

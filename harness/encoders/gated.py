@@ -4,10 +4,10 @@
   heterogeneous data", Eq. 1–2): ``y = normalize(z * sigmoid(W2 z + b2))`` with ``z = W1 x + b1``.
 * ``gated_embedding`` (videos): a gated embedding unit on the (N, d) video vector.
 * ``word_maxpool`` (captions): word vectors -> Linear -> ReLU -> max over the word positions -> gated
-  embedding unit. Captions arrive as fixed-length padded ids (:mod:`harness.words`); the
+  embedding unit. Captions arrive as fixed-length padded ids (:mod:`harness.data.words`); the
   ``<pad>`` row of the word table is zero, so padded positions give ReLU(bias) inside the max,
   exactly as HowTo100M's zero-padded word vectors do. The word table ``embed`` is learned, or
-  replaced by the data's fixed word2vec vectors (:class:`harness.data.PairedData.fixed_weights`).
+  replaced by the data's fixed word2vec vectors (:class:`harness.data.paired.PairedData.fixed_weights`).
 
 Parameter names follow HowTo100M's ``model.py`` so that its checkpoints map one to one
 (:data:`HOWTO100M_KEYS`).
@@ -21,9 +21,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from harness.checkpoint import STATE_FORMATS
-from harness.params import require
-from harness.registry import ENCODERS
+from harness.run.checkpoint import STATE_FORMATS
+from harness.config.params import require
+from harness.config.registry import ENCODERS
 
 
 class ContextGating(nn.Module):

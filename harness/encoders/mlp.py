@@ -7,8 +7,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from harness.params import require
-from harness.registry import ENCODERS
+from harness.config.params import require
+from harness.config.registry import ENCODERS
 
 
 @dataclass(frozen=True)

@@ -9,8 +9,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from harness.errors import ConfigError
-from harness.params import require
-from harness.registry import ENCODERS
+from harness.config.params import require
+from harness.config.registry import ENCODERS
 
 
 @dataclass(frozen=True)

@@ -9,8 +9,8 @@ from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from harness.errors import ConfigError
-from harness.params import require
-from harness.registry import ENCODERS
+from harness.config.params import require
+from harness.config.registry import ENCODERS
 
 
 @dataclass(frozen=True)

@@ -10,9 +10,9 @@ import torch
 
 from benchmarks import common
 from benchmarks.kernels import ETA, swamp_logits
-from harness.metrics import pair_relevance, rank_metrics
-from harness.ot import sinkhorn
-from harness.profiling import MiB, CpuPeakRSS
+from harness.ops.metrics import pair_relevance, rank_metrics
+from harness.ops.ot import sinkhorn
+from harness.run.profiling import MiB, CpuPeakRSS
 
 
 @pytest.mark.parametrize("n, k", [(1408, 1000), (2048, 500)])

@@ -1,0 +1,157 @@
+"""Which runs a command asks for: every selected method at every point of the sweep grid, for
+every seed, each with the folder name and the settings that set it apart from the task file.
+
+A run's folder is the method name plus the settings that differ from the task file
+(``swamp@K=200``); a setting overridden to the task's own value names no folder, so a sweep
+that passes through the default point reuses the task's own run.
+"""
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness.config import spec as specs
+from harness.errors import ConfigError
+from harness.config.spec import TaskSpec
+
+# Settings that change where data is read from (or cached), never what a run computes.
+NEUTRAL = ("dataset.root", "dataset.vocab_cache")
+
+
+@dataclass(frozen=True)
+class Run:
+    """One (method, grid point, seed): its resolved task, folder name and what it varies."""
+
+    spec: TaskSpec
+    method: str
+    run_name: str
+    varied: dict[str, Any]
+    seed: int
+
+
+def parse_sweep(text: str) -> list[str]:
+    """'swamp.K=200,500' -> ['swamp.K=200', 'swamp.K=500'] (scalar values only)."""
+    if "=" not in text:
+        raise ConfigError(f"--sweep {text!r}: expected NAME.KEY=V1,V2,..., e.g. swamp.K=200,500,1000")
+    key, values = text.split("=", 1)
+    if "[" in values or "{" in values:
+        raise ConfigError(f"--sweep {text!r}: sweep values must be scalars; use --set for lists")
+    items = [v.strip() for v in values.split(",")]
+    if not all(items) or len(set(items)) != len(items):
+        raise ConfigError(f"--sweep {text!r}: expected distinct non-empty comma-separated values")
+    return [f"{key}={v}" for v in items]
+
+
+def grid(sweeps: list[str]) -> list[list[str]]:
+    """The product of the sweeps as lists of overrides ([[]] without sweeps)."""
+    axes = [parse_sweep(s) for s in sweeps]
+    keys = [s.split("=", 1)[0] for s in sweeps]
+    if len(set(keys)) != len(keys):
+        raise ConfigError(f"--sweep: each key may be swept once, got {', '.join(keys)}")
+    return [list(point) for point in itertools.product(*axes)]
+
+
+def flatten(node: Any, prefix: str = "") -> dict[str, Any]:
+    """Nested mappings to dotted keys; lists stay values."""
+    if not isinstance(node, dict):
+        return {prefix: node}
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        out.update(flatten(value, f"{prefix}{key}."))
+    return {k.rstrip("."): v for k, v in out.items()}
+
+
+def setting_name(key: str) -> str:
+    """Dotted key of a resolved config as written on the command line: method parameters bare
+    ('method.K' -> 'K'), everything else with its section ('train.lr', 'dataset.spread')."""
+    return key[len("method."):] if key.startswith("method.") else key
+
+
+# Settings added after result files had been written, each with the value that reproduces what such an
+# older file computed (PAR heads used to split D; everything else kept today's default). A result file
+# lacking one of these reads it with that value wherever the setting exists.
+LEGACY_DEFAULTS = {"train.precision": "fp32", "method.scorer": "vectorised", "method.time_budget_s": None,
+                   "method.heads": "split"}
+
+
+def with_legacy_defaults(old: dict[str, Any], current: dict[str, Any]) -> dict[str, Any]:
+    """Resolved config ``old`` (from a result file) with :data:`LEGACY_DEFAULTS` filled in for the settings
+    that ``current`` (a resolved config or a dataclass's fields) has and ``old`` lacks."""
+    flat_old, flat_new = flatten(old), flatten(current)
+    filled = {k: v for k, v in LEGACY_DEFAULTS.items() if k in flat_new and k not in flat_old}
+    if not filled:
+        return old
+    out = json.loads(json.dumps(old))
+    for key, value in filled.items():
+        *parents, leaf = key.split(".")
+        node = out
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = value
+    return out
+
+
+def diff(base: dict[str, Any], config: dict[str, Any], defaults: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Settings of resolved ``config`` that differ from resolved ``base`` (neutral ones ignored).
+
+    ``defaults`` (``TaskSpec.resolved(method, params.defaults)``): a setting that ``base`` lacks, because
+    it was added to the code after ``base`` was written, counts as having its default value there.
+    """
+    a, b = flatten(base), flatten(config)
+    fallback = flatten(defaults or {})
+    a.update({k: fallback[k] for k in b.keys() - a.keys() if k in fallback})
+    return {setting_name(k): b.get(k) for k in b.keys() | a.keys() if a.get(k) != b.get(k) and k not in NEUTRAL}
+
+
+def ordered(varied: dict[str, Any]) -> dict[str, Any]:
+    """Method parameters first, then train, dataset, encoders, metrics, init; alphabetical within."""
+    rank = {"train": 1, "dataset": 2, "encoders": 3, "metrics": 4, "init": 5}
+    return dict(sorted(varied.items(), key=lambda kv: (rank.get(kv[0].split(".")[0], 0), kv[0])))
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, separators=(",", ":"))
+
+
+MAX_RUN_NAME = 200  # bytes; file systems allow 255 per folder name
+
+
+def run_name(method: str, varied: dict[str, Any]) -> str:
+    """'swamp' or 'swamp@K=200,train.epochs=1': one folder name, so '/' in a value (a path, a metric
+    such as '5folds/rsum') is written %2F (and '%' itself %25). A name longer than :data:`MAX_RUN_NAME`
+    bytes keeps its first part and ends in '~' and 12 hex digits of its SHA-1, so that it stays one
+    valid folder name and distinct settings stay distinct folders (the result file's ``varied`` has them all)."""
+    tags = [f"{k}={_text(v).replace('%', '%25').replace('/', '%2F')}" for k, v in ordered(varied).items()]
+    name = f"{method}@{','.join(tags)}" if tags else method
+    encoded = name.encode()
+    if len(encoded) <= MAX_RUN_NAME:
+        return name
+    head = encoded[:MAX_RUN_NAME - 13].decode(errors="ignore")
+    return f"{head}~{hashlib.sha1(encoded).hexdigest()[:12]}"
+
+
+def plan(task_path: str | Path, overrides: list[str], sweeps: list[str], methods: list[str], seeds: list[int],
+         epochs: int | None = None, init_label: str | None = None) -> list[Run]:
+    """Every run the command asks for, in order (grid point, method, seed); each distinct folder once."""
+    base = specs.load_task(task_path, [o for o in overrides if o.split("=", 1)[0] in NEUTRAL])
+    runs: list[Run] = []
+    seen: set[tuple[str, int]] = set()
+    for point in grid(sweeps):
+        spec = specs.load_task(task_path, overrides + point)
+        if epochs is not None:
+            spec = specs.with_epochs(spec, epochs)
+        for name in specs.select_methods(spec, methods):
+            varied = diff(base.resolved(name), spec.resolved(name))
+            if init_label is not None:
+                varied["init"] = init_label
+            varied = ordered(varied)
+            folder = run_name(name, varied)
+            for seed in seeds:
+                if (folder, seed) not in seen:
+                    seen.add((folder, seed))
+                    runs.append(Run(spec, name, folder, varied, seed))
+    return runs

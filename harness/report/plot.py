@@ -1,0 +1,286 @@
+"""One metric against a swept setting, one line per method: ``python -m harness plot FOLDER --x NAME.KEY``.
+
+``--x swamp.K`` plots the runs of method ``swamp`` that differ from the task file in ``K``
+only (the task's own run sits at its default ``K``); ``--x K`` draws a line for every method
+that has a ``K``; ``--x train.lr`` (or ``dataset.*``, ``encoders.*``, ``metrics.*``) draws
+every method. Runs that also vary any other setting are left out, and the command prints
+which and why. Each point is the mean over seeds, with the sample standard deviation as error
+bar from two seeds on. Non-numeric settings give a categorical axis. The figure is written as
+PNG and PDF, and the points behind it as a Markdown and a CSV table beside them.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.errors import ConfigError, unknown
+from harness.store.results import load_results
+
+SECTIONS = ("train", "dataset", "encoders", "metrics")
+
+
+@dataclass(frozen=True)
+class Axis:
+    """The swept setting: ``method`` None means every method that has ``key``; ``key`` as in ``varied``."""
+
+    method: str | None
+    key: str
+
+    @property
+    def in_section(self) -> bool:
+        return self.key.split(".", 1)[0] in SECTIONS
+
+
+@dataclass
+class Point:
+    """The seeds of one method at one x value, and the runs they came from."""
+
+    method: str
+    x: Any
+    values: dict[int, float] = field(default_factory=dict)  # seed -> metric
+    runs: list[str] = field(default_factory=list)
+
+    @property
+    def mean(self) -> float:
+        return statistics.mean(self.values.values())
+
+    @property
+    def std(self) -> float | None:
+        return statistics.stdev(self.values.values()) if len(self.values) > 1 else None
+
+
+def parse_x(text: str) -> Axis:
+    """'swamp.K' -> Axis('swamp', 'K'); 'K' -> Axis(None, 'K'); 'train.lr' -> Axis(None, 'train.lr')."""
+    head, _, rest = text.partition(".")
+    if not rest or head in SECTIONS:
+        return Axis(None, text)
+    return Axis(head, rest)
+
+
+def varied(result: dict[str, Any]) -> dict[str, Any]:
+    """Settings in which a run differs from its task file; older files: rebuilt from their overrides."""
+    if "varied" in result:
+        return result["varied"]
+    out = {}
+    for override in result.get("overrides") or []:
+        key, _, value = override.partition("=")
+        if key.startswith(f"{result['method']}."):
+            out[key.split(".", 1)[1]] = value
+        elif key.split(".", 1)[0] in SECTIONS and key != "dataset.root":
+            out[key] = value
+    return out
+
+
+# x label of runs that leave a setting outside the resolved config at the task's default
+UNSET = {"init": "random"}
+
+
+def x_value(result: dict[str, Any], axis: Axis) -> Any:
+    """The run's value of the swept setting: resolved config first, then ``varied``, else the
+    task default (``UNSET``'s label, or None)."""
+    node: Any = result["config"] if axis.in_section else result["config"].get("method", {})
+    for part in axis.key.split("."):
+        if not isinstance(node, dict) or part not in node:
+            node = varied(result).get(axis.key, UNSET.get(axis.key))
+            break
+        node = node[part]
+    return tuple(node) if isinstance(node, list) else node
+
+
+def on_axis(result: dict[str, Any], axis: Axis) -> bool:
+    """Whether the run's method belongs on the figure (whatever else the run varies)."""
+    if axis.method is not None:
+        return result["method"] == axis.method
+    return axis.in_section or axis.key in result["config"].get("method", {}) or axis.key in varied(result)
+
+
+def select(results: list[dict[str, Any]], axis: Axis, metric: str) -> tuple[list[Point], dict[str, str]]:
+    """Points of the runs that vary at most the swept setting; the other runs with the reason."""
+    points: dict[tuple[str, Any], Point] = {}
+    excluded: dict[str, str] = {}
+    for r in (r for r in results if on_axis(r, axis)):
+        others = sorted(set(varied(r)) - {axis.key})
+        if others:
+            excluded[r["run_name"]] = f"also varies {', '.join(others)}"
+        elif metric not in r["metrics"]:
+            excluded[r["run_name"]] = f"has no metric {metric}"
+        else:
+            point = points.setdefault((r["method"], x_value(r, axis)), Point(r["method"], x_value(r, axis)))
+            if r["seed"] in point.values:
+                excluded[f"{r['run_name']} seed {r['seed']}"] = f"same {axis.key} and seed as {point.runs[0]}"
+                continue
+            point.values[r["seed"]] = r["metrics"][metric]
+            point.runs += [] if r["run_name"] in point.runs else [r["run_name"]]
+    return list(points.values()), excluded
+
+
+def check_axis(results: list[dict[str, Any]], axis: Axis, text: str) -> None:
+    """Raise unless some run of the figure's methods varies the swept setting."""
+    if any(on_axis(r, axis) and axis.key in varied(r) for r in results):
+        return
+    keys = sorted({k if k.split(".", 1)[0] in SECTIONS else f"{r['method']}.{k}" for r in results for k in varied(r)})
+    raise ConfigError(f"no run varies {text!r}; settings varied by some run: {', '.join(keys) or '(none)'}")
+
+
+def is_numeric(xs: list[Any]) -> bool:
+    """True when every x value is a number (booleans count as categories)."""
+    return all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in xs)
+
+
+def order(x: Any) -> tuple:
+    """Sort key of x values: numbers by value, before anything else by type name and text."""
+    return (0, x, "") if is_numeric([x]) else (1, 0, f"{type(x).__name__}:{x}")
+
+
+def seeds_label(counts: list[int]) -> str:
+    """'3 seeds', '1 seed' or '1–3 seeds'."""
+    lo, hi = min(counts), max(counts)
+    return f"{lo}–{hi} seeds" if lo != hi else f"{lo} seed{'s' if lo != 1 else ''}"
+
+
+def draw(points: list[Point], reference: tuple[str, list[float]] | None, labels: tuple[str, str, str],
+         logx: bool) -> Any:
+    """The figure: a line (numeric x) or dodged markers (categorical x) per method, plus the reference band."""
+    from matplotlib.figure import Figure  # no pyplot: the Agg canvas, no display and no global state
+
+    fig = Figure(figsize=(6, 4), layout="constrained")
+    ax = fig.add_subplot()
+    xs = sorted({p.x for p in points}, key=order)
+    methods = sorted({p.method for p in points})
+    for j, method in enumerate(methods):
+        shift = 0.0 if is_numeric(xs) else (j - (len(methods) - 1) / 2) * 0.1
+        _line(ax, [p for p in points if p.method == method], xs, shift, f"C{j % 10}")
+    if reference is not None:
+        _band(ax, *reference)
+    _x_axis(ax, xs, logx)
+    ax.set_xlabel(labels[0])
+    ax.set_ylabel(labels[1])
+    ax.set_title(labels[2])
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    return fig
+
+
+def _line(ax: Any, points: list[Point], xs: list[Any], shift: float, colour: str) -> None:
+    """One method's points with ± std bars; seed counts in the legend, and at each point when they differ."""
+    points = sorted(points, key=lambda p: xs.index(p.x))
+    numeric = is_numeric(xs)
+    pos = [p.x if numeric else xs.index(p.x) + shift for p in points]
+    counts = [len(p.values) for p in points]
+    ax.errorbar(pos, [p.mean for p in points], yerr=[p.std or 0.0 for p in points], color=colour,
+                fmt="o-" if numeric else "o", capsize=3, label=f"{points[0].method} ({seeds_label(counts)})")
+    if len(set(counts)) > 1:
+        for x, p in zip(pos, points):
+            ax.annotate(f"n={len(p.values)}", (x, p.mean), textcoords="offset points", xytext=(4, 4), fontsize=7)
+
+
+def _x_axis(ax: Any, xs: list[Any], logx: bool) -> None:
+    """Ticks at the swept values (a few numbers, or every category at 0..n-1), log scale on request."""
+    from matplotlib.ticker import NullFormatter
+
+    if logx:
+        ax.set_xscale("log")
+        ax.xaxis.set_minor_formatter(NullFormatter())
+    if not is_numeric(xs):
+        ax.set_xticks(range(len(xs)), [str(x) for x in xs])
+        ax.set_xlim(-0.5, len(xs) - 0.5)
+    elif len(xs) <= 8:
+        ax.set_xticks(xs, [f"{x:g}" for x in xs])
+    ax.margins(x=0.08)
+
+
+def _band(ax: Any, name: str, values: list[float]) -> None:
+    """Horizontal line at the reference mean, shaded ± one standard deviation from two seeds on."""
+    mean = statistics.mean(values)
+    ax.axhline(mean, color="black", linestyle="--", linewidth=1, label=f"{name} ({seeds_label([len(values)])})")
+    if len(values) > 1:
+        std = statistics.stdev(values)
+        ax.axhspan(mean - std, mean + std, color="0.5", alpha=0.2, linewidth=0)
+
+
+def table_rows(points: list[Point], reference: tuple[str, list[float]] | None) -> list[list[str]]:
+    """Rows (x, method, seeds, mean, std, runs) of the plotted points, reference last."""
+    rows = [[str(p.x), p.method, str(len(p.values)), f"{p.mean:.4f}", "" if p.std is None else f"{p.std:.4f}",
+             " ".join(p.runs)] for p in sorted(points, key=lambda p: (p.method, order(p.x)))]
+    if reference is not None:
+        name, values = reference
+        std = f"{statistics.stdev(values):.4f}" if len(values) > 1 else ""
+        rows.append(["", f"reference: {name}", str(len(values)), f"{statistics.mean(values):.4f}", std, name])
+    return rows
+
+
+def write_outputs(fig: Any, rows: list[list[str]], stem: Path, caption: str) -> list[Path]:
+    """Write <stem>.png (dpi 150), .pdf, .md and .csv; return the paths."""
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    png, pdf, md, csv_path = (stem.with_name(f"{stem.name}.{ext}") for ext in ("png", "pdf", "md", "csv"))
+    fig.savefig(png, dpi=150)
+    fig.savefig(pdf, metadata={"CreationDate": None})  # no date: regenerating an unchanged figure changes no file
+    header = ["x", "method", "seeds", "mean", "std", "runs"]
+    lines = [f"| {' | '.join(header)} |", f"|{'---|' * len(header)}"] + [f"| {' | '.join(r)} |" for r in rows]
+    md.write_text(f"{caption}\n\n" + "\n".join(lines) + "\n")
+    with open(csv_path, "w", newline="") as f:
+        csv.writer(f).writerows([header, *rows])
+    return [png, pdf, md, csv_path]
+
+
+def _load(folder: Path) -> list[dict[str, Any]]:
+    """Result files of exactly one task under ``folder``."""
+    results = load_results(folder) if folder.is_dir() else []
+    if not results:
+        raise ConfigError(f"no result files (<run>/seed<k>.json) under {folder}")
+    tasks = sorted({r["task"] for r in results})
+    if len(tasks) > 1:
+        raise ConfigError(f"{folder} holds several tasks ({', '.join(tasks)}); name one task's folder")
+    return results
+
+
+def _reference(results: list[dict[str, Any]], name: str | None, metric: str) -> tuple[str, list[float]] | None:
+    """(run name, metric per seed) of the reference run, or None when none was asked for."""
+    if name is None:
+        return None
+    runs = [r for r in results if r["run_name"] == name]
+    if not runs:
+        raise unknown("reference run", name, {r["run_name"] for r in results})
+    if any(metric not in r["metrics"] for r in runs):
+        raise ConfigError(f"reference run {name!r} has no metric {metric!r}")
+    return name, [r["metrics"][metric] for r in runs]
+
+
+def _command(args: argparse.Namespace, metric: str) -> str:
+    """The command line that regenerates the figure (written into its table)."""
+    options = [("--reference", args.reference), ("--out", args.out)]
+    return (f"python -m harness plot {args.folder} --x {args.x} --metric {metric}"
+            + "".join(f" {flag} {value}" for flag, value in options if value) + (" --logx" if args.logx else ""))
+
+
+def cmd(args: argparse.Namespace) -> int:
+    """Entry point of ``python -m harness plot``: validate, draw, write, print the paths."""
+    folder = Path(args.folder)
+    results = _load(folder)
+    metric = args.metric or results[0]["config"]["train"]["select"]
+    names = {m for r in results for m in r["metrics"]}
+    if metric not in names:
+        raise unknown("metric", metric, names)
+    axis = parse_x(args.x)
+    check_axis(results, axis, args.x)
+    reference = _reference(results, args.reference, metric)
+    points, excluded = select(results, axis, metric)
+    if len({p.x for p in points}) < 2:
+        left = "; ".join(f"{run} ({why})" for run, why in excluded.items())
+        raise ConfigError(f"fewer than two values of {args.x} left to plot; left out: {left or '(none)'}")
+    if args.logx and not (is_numeric([p.x for p in points]) and all(p.x > 0 for p in points)):
+        raise ConfigError(f"--logx needs positive numeric values of {args.x}; got {sorted({str(p.x) for p in points})}")
+    for run, reason in excluded.items():
+        print(f"left out {run}: {reason}")
+    title = f"{results[0]['task']} v{', '.join(sorted({str(r['task_version']) for r in results}))}"
+    fig = draw(points, reference, (args.x, metric, title), args.logx)
+    stem = Path(args.out) if args.out else folder / "plots" / f"{args.x}_{metric.replace('/', '_')}"
+    caption = f"<!-- generated by `{_command(args, metric)}` -->\nTask {title}: {metric} against {args.x}, " \
+              "mean and sample std over seeds."
+    for path in write_outputs(fig, table_rows(points, reference), stem, caption):
+        print(path)
+    return 0

@@ -1,0 +1,421 @@
+"""Paper-style tables rendered from result files only (never edited by hand).
+
+Accuracy: one row per (relevance, method), R@k and MedR per direction, mean ± std over
+seeds; against a reference run, significance markers and test columns (``harness.report.stats``).
+Timing: per-step train time, whole-test retrieval time split into its parts, peak memory per
+phase, and each method's step and test time relative to a reference.
+"""
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from tabulate import tabulate
+
+from harness.report import stats
+from harness.errors import unknown
+from harness.store.results import write_text_atomic
+from harness.config.spec import MetricSpec
+
+FORMATS = {"md": "github", "tex": "latex_booktabs"}
+ALPHA = 0.05  # significance level of the markers and of the bootstrap seed count
+N_RESAMPLES = 10_000
+_TEX_ESCAPES = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
+                "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\^{}", "<": r"$<$", ">": r"$>$"}
+
+
+def _mean_std(values: list[float], digits: int = 2) -> str:
+    if not values:
+        return "–"
+    if len(values) == 1:
+        return f"{values[0]:.{digits}f}"
+    return f"{statistics.mean(values):.{digits}f} ± {statistics.stdev(values):.{digits}f}"
+
+
+def group_runs(results: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """Result dicts grouped by run name (method plus overrides), in first-seen order."""
+    groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for r in results:
+        groups[r["run_name"]].append(r)
+    return dict(groups)
+
+
+def accuracy_rows(results: list[dict[str, Any]], reference: str | None = None,
+                  test_stat: str | None = None) -> tuple[list[str], list[list[str]]]:
+    """Header and rows of the accuracy table (plus published reference rows when the task has them).
+
+    One row group per (fold protocol, relevance); results on a source marked ``timing_only``
+    (random data in a real dataset's shapes) say so in every row. With a ``reference`` run,
+    recall and mAP cells of other runs that differ from it (paired t-test over seeds, p < ``ALPHA``)
+    get a ``*``, and four columns test one column of each row group: the statistic ``test_stat``
+    (e.g. 'mAP'; default: the first, R@k) (see :func:`accuracy_footnote`).
+    """
+    groups = group_runs(results)
+    _check_reference(groups, reference)
+    first = results[0]
+    metrics = first["config"]["metrics"]
+    stat_names = column_stats(metrics)
+    tested = tested_column(stat_names, test_stat)
+    columns = [(f"{d} {s}", d, s) for d in metrics["directions"] for s in stat_names]
+    header = ["error type", "method", "seeds"] + [c[0] for c in columns] + (["rsum"] if metrics.get("rsum") else [])
+    header += [f"Δ vs {reference}", "95% CI", "p (seeds, paired t)", "p (queries, bootstrap)"] if reference else []
+    published_runs = first.get("reference") or {}
+    note = " (timing only: random data)" if any((r.get("dataset") or {}).get("timing_only") for r in results) else ""
+    rows = []
+    for n_folds in metrics.get("folds", [1]):
+        for relevance in metrics["relevance"]:
+            label = f"{relevance}-based{'' if n_folds == 1 else f', {n_folds} folds (mean)'}{note}"
+            names = _metric_names(columns, metrics, n_folds, relevance)
+            for name, runs in groups.items():
+                ref_runs = groups[reference] if reference and name != reference else None
+                cells = [_accuracy_cell(runs, m, ref_runs) for m in names]
+                extra = _significance_cells(runs, ref_runs, names[tested]) if reference else []
+                rows.append([label, name + _skipped_note(runs, names[tested]) + collapse_flag(runs), str(len(runs)),
+                             *cells, *extra])
+            for name, published in (published_runs.get("methods") or {}).items():
+                cells = [_published(published.get(m, _published_rsum(published, names, m))) for m in names]
+                if any(c != "–" for c in cells):
+                    rows.append([label, f"{name} ({published_runs.get('label', 'published')})", "–", *cells,
+                                 *(["–"] * 4 if reference else [])])
+    return header, rows
+
+
+def column_stats(metrics: dict[str, Any]) -> list[str]:
+    """The statistics shown per direction for a result's (or task's resolved) metric settings."""
+    return [f"R@{k}" for k in metrics["ks"]] + ["MedR"] + _precision_stats(metrics)
+
+
+def tested_column(stat_names: list[str], test_stat: str | None) -> int:
+    """Index of the statistic the significance columns test (the first one unless ``test_stat``); a
+    statistic that is not shown or has no test over queries raises ConfigError."""
+    if test_stat is None:
+        return 0
+    if test_stat not in stat_names or not stats.query_testable(f"x/{test_stat}"):
+        raise unknown("statistic to test", test_stat, [s for s in stat_names if stats.query_testable(f"x/{s}")])
+    return stat_names.index(test_stat)
+
+
+def validation_view(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The result dicts with the validation metrics of their selected epoch as ``metrics`` (for choosing
+    settings without the test split); no published rows, no per-query ranks."""
+    return [{**r, "metrics": r["val_at_best"], "reference": None, "ranks": None} for r in results]
+
+
+def _precision_stats(metrics: dict[str, Any]) -> list[str]:
+    """The mAP / mAP@k / P@k columns a result's metric settings asked for (none in older result files)."""
+    return MetricSpec(map=bool(metrics.get("map")), map_at=tuple(metrics.get("map_at", ())),
+                      precision_at=tuple(metrics.get("precision_at", ()))).precision_stats()
+
+
+def _check_reference(groups: dict[str, list[dict[str, Any]]], reference: str | None) -> None:
+    """Raise ConfigError when ``reference`` is given but names none of the runs."""
+    if reference is not None and reference not in groups:
+        raise unknown("reference run", reference, groups)
+
+
+def _skipped_note(runs: list[dict[str, Any]], metric: str) -> str:
+    """' (no accuracy: time budget)' when no run has ``metric`` because a time budget stopped its scoring."""
+    if any(metric in r["metrics"] for r in runs) or not any(r.get("metrics_skipped") for r in runs):
+        return ""
+    return " (no accuracy: time budget)"
+
+
+def _accuracy_cell(runs: list[dict[str, Any]], metric: str, ref_runs: list[dict[str, Any]] | None) -> str:
+    """Mean ± std of ``metric``; a ``*`` when it is a recall that differs from ``ref_runs`` over seeds."""
+    values = [r["metrics"][metric] for r in runs if metric in r["metrics"]]  # none where a time budget stopped it
+    text = _mean_std(values, 1 if metric.endswith("MedR") else 2)
+    if ref_runs is None or not stats.query_testable(metric):
+        return text
+    test = stats.paired_seed_test(stats.seed_values(runs, metric), stats.seed_values(ref_runs, metric))
+    return f"{text}*" if test.p is not None and test.p < ALPHA else text
+
+
+def _significance_cells(runs: list[dict[str, Any]], ref_runs: list[dict[str, Any]] | None, metric: str) -> list[str]:
+    """Δ, 95% CI, seed-level p and query-level p of ``metric`` (only the CI for the reference itself)."""
+    ci = stats.summarize(list(stats.seed_values(runs, metric).values())).ci
+    ci_text = f"[{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "–"
+    if ref_runs is None:
+        return ["–", ci_text, "–", "–"]
+    cmp = stats.compare_runs(runs, ref_runs, metric, n_resamples=N_RESAMPLES)
+    diff = "–" if cmp.seeds.diff is None else f"{cmp.seeds.diff:+.2f}"
+    boot = "–" if cmp.p_bootstrap is None else f"{_p(cmp.p_bootstrap)} ({cmp.n_significant}/{len(cmp.bootstrap)})"
+    return [diff, ci_text, _p(cmp.seeds.p), boot]
+
+
+def _p(p: float | None) -> str:
+    return "–" if p is None else "<0.001" if p < 0.001 else f"{p:.3f}"
+
+
+def collapse_flag(runs: list[dict[str, Any]]) -> str:
+    """' [warned j/n]' when j of the run's n seeds recorded a collapse (:mod:`harness.run.collapse`), with
+    ' [collapsed k/n; warned j/n]' when in k of them it held at the selected epoch; else ''."""
+    records = [r["collapse"] for r in runs if r.get("collapse")]
+    at_best = sum(1 for c in records if c.get("at_best_epoch", True))
+    parts = [f"collapsed {at_best}/{len(runs)}"] * bool(at_best) + [f"warned {len(records)}/{len(runs)}"]
+    return f" [{'; '.join(parts)}]" if records else ""
+
+
+def accuracy_footnote(results: list[dict[str, Any]], reference: str | None, test_stat: str | None = None) -> list[str]:
+    """Lines explaining the collapse flag, the markers and the test columns under the accuracy table."""
+    lines = []
+    if any(r.get("collapse") for r in results):
+        lines.append("[warned j/n]: in j of the n seeds a collapse signal (a loss term at its collapsed value, or the "
+                     "validation selection metric at chance) held for `collapse_patience` epochs in a row and the run "
+                     "warned; [collapsed k/n]: in k of them it held at the selected epoch, whose model the row reports. "
+                     "The result files' `collapse` entry says which signal and when.")
+    if reference is None:
+        return lines
+    metrics = results[0]["config"]["metrics"]
+    stat = test_stat or f"R@{metrics['ks'][0]}"
+    column = f"{metrics['directions'][0]} {stat}"
+    column = f"first column ({column})" if test_stat is None else f"{column} column"
+    cells = "recall, rsum and mAP cells" if metrics.get("map") else "recall and rsum cells"
+    return lines + [
+        f"Cells marked * differ from {reference} at p < {ALPHA} (paired t-test over the seeds both runs have; {cells}).",
+        f"Last four columns, for each row group's {column}: Δ = mean over common seeds of run − "
+        f"{reference}; 95% CI = Student-t interval of the run's mean; p (seeds, paired t) = that test over "
+        f"common seeds (– below 2); p (queries, bootstrap) = paired bootstrap over test queries, "
+        f"{N_RESAMPLES:,} resamples per seed: largest p over seeds (seeds with p < {ALPHA} / seeds with saved "
+        f"per-query ranks; – without ranks)."]
+
+
+def _metric_names(columns: list[tuple[str, str, str]], metrics: dict[str, Any], n_folds: int,
+                  relevance: str) -> list[str]:
+    """Result-file names of the accuracy columns for one fold protocol and relevance."""
+    fold = "" if n_folds == 1 else f"{n_folds}folds/"
+    rel = "" if relevance == "pair" else "class_"
+    names = [f"{fold}{d}/{rel}{s}" for _, d, s in columns]
+    return names + ([f"{fold}rsum"] if metrics.get("rsum") else [])
+
+
+def _published_rsum(published: dict[str, Any], names: list[str], name: str) -> float | None:
+    """A published rsum, summed from the published recalls of the same protocol when all are given."""
+    if not name.endswith("rsum"):
+        return None
+    recalls = [published.get(n) for n in names if "/R@" in n and "class_" not in n]
+    return None if not recalls or None in recalls else round(sum(recalls), 2)
+
+
+def _published(value: Any) -> str:
+    return "–" if value is None else f"{value:.2f}" if isinstance(value, float) else str(value)
+
+
+def _timing(runs: list[dict[str, Any]], key: str, field: str = "median_s", scale: float = 1.0) -> list[float]:
+    return [r["profile"]["timing"][key][field] * scale for r in runs if key in r["profile"]["timing"]]
+
+
+def _memory(runs: list[dict[str, Any]], phase: str, field: str) -> list[float]:
+    return [r["profile"]["memory"][phase][field] for r in runs if field in r["profile"]["memory"].get(phase, {})]
+
+
+def timing_rows(results: list[dict[str, Any]], reference: str | None = None) -> tuple[list[str], list[list[str]]]:
+    """Header and rows of the timing/memory table: one row per (method, test protocol).
+
+    Ratios are against ``reference.timing.relative_to`` when that method ran, else the run
+    ``reference`` (the accuracy table's), else the first method listed. A protocol of n folds reports its times per fold (total / n), as the
+    SwAMP paper does for MS-COCO 1K. Published timings (``reference.timing``) fill labelled
+    columns of their own, with the same ratios.
+    """
+    groups = group_runs(results)
+    published = (results[0].get("reference") or {}).get("timing") or {}
+    base = _baseline(groups, published.get("relative_to"), reference)
+    cuda = any("cuda_max_allocated_mib" in r["profile"]["memory"].get("train", {}) for r in results)
+    mem_field, mem_label = ("cuda_max_allocated_mib", "CUDA alloc") if cuda else ("cpu_peak_rss_mib", "RSS")
+    header = ["method", "test protocol", "train step ms (median)", "p90 ms", "epoch s", f"step / {base}",
+              "test s", "encode s", "score s", "rank s", f"test / {base}",
+              f"train peak MiB ({mem_label})", f"test peak MiB ({mem_label})"]
+    ref_label = published.get("label", "published")
+    if published.get("methods"):
+        header += [f"{ref_label}: step s", f"{ref_label}: step / {base}", f"{ref_label}: test s",
+                   f"{ref_label}: test / {base}"]
+    rows = []
+    for tag in _protocol_tags(results):
+        for name, runs in groups.items():
+            same = _baseline(groups, groups[base][0]["method"], precision=_precision(runs[0]))
+            rows.append(_timing_row(name, runs, groups[same], tag, mem_field) + _published_cells(
+                published, runs[0]["method"], groups[base][0]["method"], tag))
+    return header, rows
+
+
+def _precision(result: dict[str, Any]) -> str:
+    return (result.get("config") or {}).get("train", {}).get("precision", "fp32")
+
+
+def _protocol_tags(results: list[dict[str, Any]]) -> list[str]:
+    """Timing-key suffixes of the test protocols present ('' whole split, '@5folds' five folds)."""
+    tags: list[str] = []
+    for r in results:
+        for key in r["profile"]["timing"]:
+            if key.startswith("test_total") and key[len("test_total"):] not in tags:
+                tags.append(key[len("test_total"):])
+    return tags
+
+
+def _folds(tag: str) -> int:
+    return int(tag[1:-len("folds")]) if tag else 1
+
+
+def _baseline(groups: dict[str, list[dict[str, Any]]], method: str | None, run: str | None = None,
+              precision: str = "fp32") -> str:
+    """Run name of the method ratios refer to: ``method`` when it ran (under ``precision`` when it ran under
+    several), else the run ``run``, else the first run."""
+    runs_of = [name for name, runs in groups.items() if runs[0]["method"] == method]
+    same = [name for name in runs_of if _precision(groups[name][0]) == precision]
+    return (same or runs_of or [run if run in groups else next(iter(groups))])[0]
+
+
+def _timing_row(name: str, runs: list[dict[str, Any]], base: list[dict[str, Any]], tag: str,
+                mem_field: str) -> list[str]:
+    n = _folds(tag)
+    step = _timing(runs, "train_step", scale=1e3)
+    (test, est), (base_test, base_est) = _test_time(runs, "total", tag), _test_time(base, "total", tag)
+    base_step = _timing(base, "train_step", scale=1e3)
+    parts = [_estimated_cell(*_test_time(runs, part, tag), 3) for part in ("encode", "score", "rank")]
+    scored = [r["profile"]["extrapolated"][tag]["fraction_scored"] for r in runs if _extrapolated(r, tag)]
+    if scored:
+        parts[1] += f" ({100 * statistics.mean(scored):.2g}% scored)"
+    return [name, "whole test split" if n == 1 else f"{n} folds, per fold",
+            _mean_std(step), _mean_std(_timing(runs, "train_step", "p90_s", 1e3)), _mean_std(_timing(runs, "train_epoch")),
+            _ratio(step, base_step), _estimated_cell(test, est, 3), *parts,
+            ("≈" if est or base_est else "") + _ratio(test, base_test),
+            _mean_std(_memory(runs, "train", mem_field), 0), _mean_std(_memory(runs, f"test{tag}", mem_field), 0)]
+
+
+def _extrapolated(result: dict[str, Any], tag: str) -> dict[str, Any] | None:
+    """The protocol's extrapolation record when a time budget stopped its scoring (None otherwise)."""
+    return (result["profile"].get("extrapolated") or {}).get(tag)
+
+
+def _test_time(runs: list[dict[str, Any]], part: str, tag: str) -> tuple[list[float], bool]:
+    """Per-fold seconds of test part ``part`` (encode, score, rank, total) of every run, and whether any is
+    extrapolated: a run stopped by its time budget gives its extrapolated score and total times and no rank."""
+    n, values, estimated = _folds(tag), [], False
+    for r in runs:
+        extra = _extrapolated(r, tag)
+        if extra is not None and part in ("score", "total"):
+            value = extra[f"{part}_s"]
+            estimated = True
+        elif extra is not None and part == "rank":
+            continue
+        else:
+            value = r["profile"]["timing"].get(f"test_{part}{tag}", {}).get("median_s")
+        if value is not None:
+            values.append(value / n)
+    return values, estimated
+
+
+def _estimated_cell(values: list[float], estimated: bool, digits: int) -> str:
+    return ("≈" if estimated and values else "") + _mean_std(values, digits)
+
+
+def _ratio(values: list[float], base: list[float]) -> str:
+    return f"{statistics.mean(values) / statistics.mean(base):.2f}×" if values and base else "–"
+
+
+def timing_footnote(results: list[dict[str, Any]]) -> list[str]:
+    """Lines under the timing table: how ratios pair runs of several precisions, what ≈ cells mean."""
+    lines = []
+    if len({_precision(r) for r in results}) > 1:
+        lines.append("Ratios compare runs of the same train.precision.")
+    if not any(r["profile"].get("extrapolated") for r in results):
+        return lines
+    return lines + ["≈: extrapolated. The method's time_budget_s stopped the test scoring after the share of the score "
+            "matrix given in the score cell; score time = measured time / share scored, test time = measured "
+            "encoding + extrapolated scoring. Nothing was ranked, so such a run has no accuracy."]
+
+
+def _published_cells(published: dict[str, Any], method: str, base: str, tag: str) -> list[str]:
+    """Published step and test seconds of ``method`` and their ratios to ``base``'s (empty without a block)."""
+    if not published.get("methods"):
+        return []
+    mine, theirs = published["methods"].get(method) or {}, published["methods"].get(base) or {}
+    cells = []
+    for key in ("train_step_s", f"test_s{tag}"):
+        value, ref = mine.get(key), theirs.get(key)
+        cells += [_published(value), f"{value / ref:.1f}×" if value is not None and ref else "–"]
+    return cells
+
+
+def hardware_line(results: list[dict[str, Any]]) -> str:
+    """One line naming the machine(s), thread count, software and numeric precision(s) the results came from;
+    runs that differ only in precision share one entry ('precision fp32, bf16')."""
+    seen: dict[tuple[str, str], list[str]] = {}  # (machine and software, processes) -> precisions
+    for r in results:
+        hw, v = r["environment"]["hardware"], r["environment"]["versions"]
+        gpu = hw.get("gpu") or {}
+        threads = f"{hw['torch_threads']} torch threads"
+        where = (f"{gpu['name']} (driver {gpu.get('driver', '?')}; host {hw['cpu']}, {threads})" if gpu.get("name")
+                 else f"{hw['cpu']} ({hw['cores']} cores, {threads})")
+        cuda = f", CUDA {v['cuda']}" if gpu.get("name") and v.get("cuda") else ""
+        world = (r.get("distributed") or {}).get("world_size", 1)
+        processes = f" × {world} processes ({r['distributed']['backend']})" if world > 1 else ""
+        precisions = seen.setdefault((f"{where}; torch {v['torch']}{cuda}; device {hw['device']}", processes), [])
+        if _precision(r) not in precisions:
+            precisions.append(_precision(r))
+    return " | ".join(f"{machine}; precision {', '.join(p)}{processes}" for (machine, processes), p in seen.items())
+
+
+def _table_data(results: list[dict[str, Any]], reference: str | None, test_stat: str | None = None
+                ) -> dict[str, tuple[list[str], list[list[str]], list[str]]]:
+    """Header, rows and footnote lines of both tables, computed once for every format."""
+    header, rows = accuracy_rows(results, reference, test_stat)
+    return {"accuracy": (header, rows, accuracy_footnote(results, reference, test_stat)),
+            "timing": (*timing_rows(results, reference), timing_footnote(results))}
+
+
+def _format(header: list[str], rows: list[list[str]], footnote: list[str], fmt: str) -> str:
+    """One table in ``fmt``, footnote lines below it (paragraphs in md, a small-print paragraph in tex)."""
+    text = tabulate(rows, headers=header, tablefmt=FORMATS.get(fmt, fmt), disable_numparse=True)
+    if not footnote:
+        return text
+    if fmt == "md":
+        return text + "\n\n" + "\n\n".join(footnote)
+    if fmt == "tex":
+        escaped = ["".join(_TEX_ESCAPES.get(ch, ch) for ch in line) for line in footnote]
+        return text + "\n\\par\\smallskip{\\footnotesize " + "\\newline\n".join(escaped) + "\\par}"
+    return text + "\n" + "\n".join(footnote)
+
+
+def render(results: list[dict[str, Any]], fmt: str, reference: str | None = None,
+           test_stat: str | None = None) -> dict[str, str]:
+    """Both tables as text in ``fmt`` ('md', 'tex' or a tabulate format such as 'simple').
+
+    ``reference`` names a run to test the others against (markers, four test columns of the
+    statistic ``test_stat`` and a footnote in the accuracy table); an unknown name raises ConfigError.
+    """
+    return {name: _format(*data, fmt) for name, data in _table_data(results, reference, test_stat).items()}
+
+
+def write_tables(results: list[dict[str, Any]], folder: Path, reference: str | None = None,
+                 test_stat: str | None = None, split: str = "test") -> list[Path]:
+    """Write accuracy/timing tables as Markdown and LaTeX into ``folder``; return the paths. ``split='val'``
+    writes only ``validation.md``/``.tex``: the accuracy table of :func:`validation_view`."""
+    files = table_files(results, folder, reference=reference, test_stat=test_stat, split=split)
+    for path, text in files.items():
+        write_text_atomic(path, text)
+    return list(files)
+
+
+def table_files(results: list[dict[str, Any]], folder: Path, reference: str | None = None,
+                test_stat: str | None = None, split: str = "test") -> dict[Path, str]:
+    """The files :func:`write_tables` writes (path -> text), headed by the command that writes them."""
+    task = results[0]
+    origin = (task.get("dataset") or {}).get("origin")
+    caption = (f"Task {task['task']} v{task['task_version']}; {len(results)} result files; "
+               f"{hardware_line(results)}." + (f" Data: {origin}." if origin else ""))
+    if split == "val":
+        caption += " Validation split, at each run's selected epoch."
+        data = {"validation": _table_data(validation_view(results), None)["accuracy"]}
+    else:
+        data = _table_data(results, reference, test_stat)
+    command = f"python -m harness table {folder}" + (f" --reference {reference}" if reference else "") + \
+        (f" --test-stat {test_stat}" if test_stat else "") + (" --split val" if split == "val" else "")
+    files = {}
+    for ext in ("md", "tex"):
+        for name, table in data.items():
+            note = f"<!-- generated by `{command}` -->\n{caption}\n\n" if ext == "md" \
+                else f"% generated by {command}\n% {caption}\n"
+            files[folder / f"{name}.{ext}"] = note + _format(*table, ext) + "\n"
+    return files

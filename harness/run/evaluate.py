@@ -1,0 +1,157 @@
+"""Full retrieval on a split, as three separately timeable parts: encode, score, rank.
+
+A protocol with n folds cuts the a items into n consecutive equal folds (MS-COCO 1K: five
+folds of 1,000 test images), each with the b items paired to it; items are scored only
+within their fold and the metrics are averaged over folds. One fold is the whole split.
+"""
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import torch
+
+from harness.data.paired import Split, concat, take, to_device
+from harness.errors import ConfigError
+from harness.method import Method
+from harness.ops.metrics import (class_relevance, mean_over_folds, pair_relevance, precision_metrics, query_ranks,
+                             recall_sum, summarize_ranks)
+from harness.config.spec import DIRECTIONS, MetricSpec, fold_prefix
+
+Fold = tuple[torch.Tensor, torch.Tensor]  # (a indices, b indices)
+
+
+@torch.no_grad()
+def encode_split(method: Method, split: Split, device: torch.device, batch_size: int) -> tuple[Any, Any]:
+    """Embeddings of every a item and every b item, in eval mode, batch by batch (tensors, or tuples
+    of tensors such as per-word features and lengths, joined by :func:`harness.data.paired.concat`)."""
+    method.eval()
+    out = []
+    for modality, feats in (("a", split.a), ("b", split.b)):
+        chunks = [method.encode(modality, to_device(take(feats, idx), device))
+                  for idx in torch.arange(len(feats)).split(batch_size)]
+        out.append(concat(chunks))
+    return out[0], out[1]
+
+
+@torch.no_grad()
+def score_split(method: Method, emb_a: Any, emb_b: Any, deadline: float | None = None) -> tuple[torch.Tensor, float]:
+    """(n_a, n_b) similarity matrix, moved to the CPU for ranking, and the fraction of it computed before
+    ``deadline`` (a ``time.perf_counter()`` value; None: no limit; see :meth:`Method.score_within`)."""
+    sims, fraction = method.score_within(emb_a, emb_b, deadline)
+    return sims.float().cpu(), fraction
+
+
+def make_folds(split: Split, n_folds: int) -> list[Fold]:
+    """(a indices, b indices) of ``n_folds`` consecutive equal folds of the a items, each with the b
+    items paired to them (five captions per image: caption j follows image j // 5)."""
+    n_a = len(split.a)
+    if split.b_to_a is None:  # class-only split: one fold, every item
+        if n_folds != 1:
+            raise ConfigError(f"a split without pairing cannot be cut into {n_folds} folds; use folds: [1]")
+        return [(torch.arange(n_a), torch.arange(len(split.b)))]
+    if n_folds < 1 or n_a % n_folds:
+        raise ConfigError(f"{n_a} items cannot be cut into {n_folds} equal folds; use a fold count dividing {n_a}")
+    size = n_a // n_folds
+    return [(torch.arange(lo, lo + size), ((split.b_to_a >= lo) & (split.b_to_a < lo + size)).nonzero().squeeze(1))
+            for lo in range(0, n_a, size)]
+
+
+@torch.no_grad()
+def score_folds(method: Method, emb_a: Any, emb_b: Any, folds: list[Fold],
+                budget_s: float | None = None) -> tuple[list[torch.Tensor], float]:
+    """One score matrix per fold (the full matrix when there is a single fold) and the fraction of all
+    fold pairs scored. With ``budget_s`` (seconds for all folds together) scoring stops when the budget
+    is spent: the last block returned may be partial (NaN where not scored) and later folds are absent."""
+    deadline = None if budget_s is None else time.perf_counter() + budget_s
+    blocks, done = [], 0.0
+    for a, b in folds:
+        sub_a, sub_b = (emb_a, emb_b) if len(folds) == 1 else (take(emb_a, a), take(emb_b, b))
+        sims, fraction = score_split(method, sub_a, sub_b, deadline)
+        blocks.append(sims)
+        done += fraction * len(a) * len(b)
+        if fraction < 1:
+            break
+    total = sum(len(a) * len(b) for a, b in folds)
+    return blocks, done / total if total else 1.0
+
+
+def rank_folds(blocks: list[torch.Tensor], folds: list[Fold], split: Split, metrics: MetricSpec,
+               ranks: dict[str, torch.Tensor] | None = None) -> dict[str, float]:
+    """Metrics of each fold's block, averaged over folds (rsum recomputed from the mean recalls),
+    named with the protocol's prefix ('' or '<n>folds/'). When ``ranks`` is given, every query's
+    rank is stored in it under '<prefix><direction>/<relevance>' and, with ``map``, its average precision
+    under '<prefix><direction>/<relevance>/AP' (folds concatenated in order)."""
+    per_fold, per_fold_ranks = [], []
+    for sims, (a, b) in zip(blocks, folds):
+        labels_b = split.labels_b[b] if split.labels_b is not None else None
+        labels_a = split.labels_a[a] if split.labels_a is not None else None
+        per_fold_ranks.append({})
+        b_to_a = None if split.b_to_a is None else split.b_to_a[b] - a[0]
+        per_fold.append(_rank(sims, b_to_a, labels_a, labels_b, metrics, per_fold_ranks[-1]))
+    prefix = fold_prefix(len(folds))
+    if ranks is not None:
+        ranks.update({f"{prefix}{k}": torch.cat([r[k] for r in per_fold_ranks]) for k in per_fold_ranks[0]})
+    mean = per_fold[0] if len(per_fold) == 1 else mean_over_folds(per_fold, metrics.directions, metrics.ks)
+    return {f"{prefix}{k}": v for k, v in mean.items()}
+
+
+def rank_split(sims: torch.Tensor, split: Split, metrics: MetricSpec) -> dict[str, float]:
+    """All requested metrics of a whole split, named '<direction>/<prefix><stat>' (e.g. 'a2b/class_R@1')."""
+    return _rank(sims, split.b_to_a, split.labels_a, split.labels_b, metrics)
+
+
+def _masks(sims: torch.Tensor, b_to_a: torch.Tensor | None, labels_a: torch.Tensor | None,
+           labels_b: torch.Tensor | None, relevance: tuple[str, ...]) -> dict[str, torch.Tensor]:
+    """(n_a, n_b) relevance mask per requested relevance ('pair', 'class')."""
+    masks = {}
+    if "pair" in relevance:
+        if b_to_a is None:
+            raise ConfigError("pair-based metrics need a pairing, which this split lacks; use relevance: [class]")
+        masks["pair"] = pair_relevance(b_to_a, sims.shape[0])
+    if "class" in relevance:
+        if labels_a is None or labels_b is None:
+            raise ConfigError("class-based metrics need hidden labels, which this dataset lacks")
+        masks["class"] = class_relevance(labels_a, labels_b)
+    return masks
+
+
+def _rank(sims: torch.Tensor, b_to_a: torch.Tensor | None, labels_a: torch.Tensor | None,
+          labels_b: torch.Tensor | None, metrics: MetricSpec,
+          ranks: dict[str, torch.Tensor] | None = None) -> dict[str, float]:
+    masks = _masks(sims, b_to_a, labels_a, labels_b, metrics.relevance)
+    prefix = {"pair": "", "class": "class_"}
+    out: dict[str, float] = {}
+    for direction in metrics.directions:
+        for relevance in metrics.relevance:
+            rel = masks[relevance]
+            s, rel = (sims.T, rel.T) if DIRECTIONS[direction] else (sims, rel)
+            query, per_query = query_ranks(s, rel), {}
+            stats = summarize_ranks(query, metrics.ks)
+            if metrics.precision_stats():
+                stats.update(precision_metrics(s, rel, ap=metrics.map, ap_ks=metrics.map_at,
+                                               precision_ks=metrics.precision_at, per_query=per_query))
+            if ranks is not None:  # per-query ranks (and average precisions) for the paired bootstrap
+                ranks[f"{direction}/{relevance}"] = query
+                ranks.update({f"{direction}/{relevance}/{k}": v for k, v in per_query.items()})
+            for name, value in stats.items():
+                out[f"{direction}/{prefix[relevance]}{name}"] = value
+    if metrics.rsum:
+        out["rsum"] = recall_sum(out, metrics.directions, metrics.ks)
+    return out
+
+
+def protocol_tag(n_folds: int) -> str:
+    """Suffix of a protocol's timing and memory keys: '' for the whole split, '@5folds' for five folds."""
+    return "" if n_folds == 1 else f"@{n_folds}folds"
+
+
+def evaluate(method: Method, split: Split, metrics: MetricSpec, device: torch.device,
+             batch_size: int) -> dict[str, float]:
+    """Encode once, then score and rank for every protocol of ``metrics`` (used for validation)."""
+    emb_a, emb_b = encode_split(method, split, device, batch_size)
+    out: dict[str, float] = {}
+    for n_folds in metrics.folds:
+        folds = make_folds(split, n_folds)
+        out.update(rank_folds(score_folds(method, emb_a, emb_b, folds)[0], folds, split, metrics))
+    return out

@@ -1,0 +1,83 @@
+"""What is checked after a command is read and before anything trains or is written: the results
+folders can be written, the data fits the task's metrics, and every planned method can be built.
+
+Each check raises :class:`harness.errors.ConfigError` (exit status 2) naming the problem and the fix.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Iterable
+
+import torch
+
+from harness.data.paired import SPLITS, PairedData, Split
+from harness.errors import ConfigError, DataError
+from harness.config.spec import MetricSpec, TaskSpec
+
+
+def _nearest_existing(path: Path) -> Path:
+    while not path.exists() and path.parent != path:
+        path = path.parent
+    return path
+
+
+def check_out(out: Path, folders: Iterable[Path] = ()) -> None:
+    """``out`` and the run ``folders`` under it must be, or be creatable inside, writable folders.
+    Nothing is created: the nearest existing folder above each is inspected."""
+    for folder in (out, *folders):
+        node = _nearest_existing(folder)
+        if not node.is_dir():
+            raise ConfigError(f"--out {out}: {node} is a file, not a folder; pass --out with a folder")
+        if not os.access(node, os.W_OK | os.X_OK):
+            read_only = bool(os.statvfs(node).f_flag & os.ST_RDONLY)
+            reason = "it is on a read-only file system" if read_only else "permission denied"
+            raise ConfigError(f"--out {out}: cannot write into {node} ({reason}); pass --out with a writable folder")
+
+
+def check_data(spec: TaskSpec, data: PairedData) -> None:
+    """Every split holds items (the training split pairs; validation and test splits may be class-only),
+    the fold protocols divide the validation and test splits, pair-based metrics find a pairing and
+    class-based metrics find labels."""
+    for name in SPLITS:
+        split = data[name]
+        if len(split.a) == 0 or len(split.b) == 0 or (split.paired or name == "train") and split.n_pairs == 0:
+            raise DataError(f"{spec.path}: the {name} split of dataset {spec.dataset.kind!r} is empty "
+                            f"({len(split.a)} a-items, {split.n_pairs} pairs); check dataset.root and the split files")
+    for name in ("val", "test"):
+        check_pairing(data[name], spec.metrics, f"{spec.path}: {name} split")
+        n_items = len(data[name].a)
+        bad = [n for n in spec.metrics.folds if n_items % n]
+        if bad:
+            raise ConfigError(f"{spec.path}: metrics.folds {bad} do not divide the {n_items} a-items of the "
+                              f"{name} split into equal folds; use divisors of {n_items}")
+        if "class" in spec.metrics.relevance and not data[name].has_labels:
+            raise DataError(f"{spec.path}: metrics.relevance asks for class-based metrics but the {name} split of "
+                            f"{spec.dataset.kind!r} has no labels; add labels to the data or set "
+                            "metrics.relevance to [pair]")
+
+
+def check_pairing(split: Split, metrics: MetricSpec, where: str) -> None:
+    """A class-only split (``paired=False``: zero-shot sketch -> photo) supports neither pair-based metrics
+    nor folds, which follow the pairing."""
+    if split.paired:
+        return
+    if "pair" in metrics.relevance:
+        raise ConfigError(f"{where}: the split has no sketch↔photo (a↔b) pairing, only classes, so pair-based "
+                          "metrics are undefined; use metrics.relevance: [class]")
+    if tuple(metrics.folds) != (1,):
+        raise ConfigError(f"{where}: a split without pairing cannot be cut into folds; use metrics.folds: [1]")
+
+
+def check_builds(runs: Iterable[Any], data: PairedData) -> None:
+    """Build every planned (task settings, method) on the meta device, which allocates and computes
+    nothing, so that encoders that do not fit the data or each other stop the command before the
+    first run trains."""
+    from harness.run.runner import build_method
+
+    seen: set[tuple[int, str]] = set()
+    with torch.device("meta"):
+        for run in runs:
+            if (id(run.spec), run.method) not in seen:
+                seen.add((id(run.spec), run.method))
+                build_method(run.spec, run.method, data, torch.device("meta"))

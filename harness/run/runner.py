@@ -1,0 +1,295 @@
+"""Orchestration of one run (method, settings, seed): build, train (timed from outside,
+checkpointed every epoch, resumed after an interruption), select the best epoch, run the
+full test retrieval (timed by part), write the result file, its checkpoint and per-query ranks."""
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from harness.run import checkpoint as ckpt
+from harness.run import collapse
+from harness.run import distributed as dd
+from harness.run import evaluate as ev
+from harness.run import guards
+from harness.config import params as P
+from harness.config import plan
+from harness.run import preflight
+from harness.ops import precision as prec
+from harness.run import train as tr
+from harness.data.paired import PairedData, Split
+from harness.errors import ConfigError, did_you_mean
+from harness.method import Method
+from harness.run.profiling import Profiler
+from harness.config.registry import ENCODERS, METHODS, SOURCES
+from harness.store.results import SCHEMA, atomic_write, environment, result_path, save_checkpoint, write_json_atomic
+from harness.config.plan import Run
+from harness.config.spec import MetricSpec, TaskSpec
+
+
+def resolve_device(name: str) -> torch.device:
+    """'auto' picks CUDA when present; an explicit CUDA device that is absent is an error."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        device = torch.device(name)
+    except RuntimeError as err:
+        raise ConfigError(f"--device {name!r} is not a device name{did_you_mean(name, ('auto', 'cpu', 'cuda'))}; "
+                          "use auto, cpu, cuda or cuda:N") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ConfigError(f"--device {name}: CUDA is not available on this machine; use --device cpu")
+    if device.type == "cuda" and (device.index or 0) >= torch.cuda.device_count():
+        raise ConfigError(f"--device {name}: this machine has {torch.cuda.device_count()} CUDA device(s); "
+                          f"use cuda:0 to cuda:{torch.cuda.device_count() - 1}")
+    if device.type not in ("cpu", "cuda"):
+        raise ConfigError(f"--device {name}: only cpu and cuda are supported")
+    return device
+
+
+def load_data(spec: TaskSpec) -> PairedData:
+    """Load the task's dataset through its registered source; check that its validation and test splits
+    support the requested relevance and that every fold protocol fits them."""
+    data = SOURCES.get(spec.dataset.kind).load(spec.dataset.params)
+    preflight.check_data(spec, data)
+    return data
+
+
+def build_method(spec: TaskSpec, name: str, data: PairedData, device: torch.device) -> Method:
+    """Encoders sized from the data (with the data's fixed weights frozen in), wrapped by the method
+    class, on ``device``."""
+    shapes = data.input_shapes()
+    encoders = {m: ENCODERS.get(c.kind).build(shapes[m], c.params) for m, c in spec.encoders.items()}
+    for modality, weights in data.fixed_weights.items():
+        fix_weights(encoders[modality], weights, f"{spec.path}: encoders.{modality} ({spec.encoders[modality].kind})")
+    m = spec.methods[name]
+    return METHODS.get(m.method).build(encoders, m.params, data).to(device)
+
+
+def fix_weights(encoder: torch.nn.Module, weights: dict[str, torch.Tensor], where: str) -> None:
+    """Copy ``weights`` (parameter name -> tensor) into ``encoder`` and freeze those parameters."""
+    own = dict(encoder.named_parameters())
+    for key, value in weights.items():
+        if key not in own or own[key].shape != value.shape:
+            found = tuple(own[key].shape) if key in own else "no such parameter"
+            raise ConfigError(f"{where} cannot take the data's fixed {key} {tuple(value.shape)} ({found}); "
+                              "use an encoder with that table, e.g. word_dim equal to the word vectors' dimension")
+        with torch.no_grad():
+            own[key].copy_(value)
+        own[key].requires_grad_(False)
+
+
+@dataclass
+class RunOptions:
+    device: torch.device
+    out: Path
+    progress: bool = True
+    force: bool = False
+    init: Path | None = None
+    dist: dd.DistInfo = field(default_factory=dd.DistInfo)
+    on_nan: str = "stop"  # a non-finite loss stops the run, or "skip" drops that step's update (harness.run.guards)
+
+
+def _progress(total: int, done: int, desc: str, enabled: bool) -> tqdm:
+    return tqdm(total=total, initial=done, desc=desc, unit="epoch", disable=not enabled, leave=True,
+                dynamic_ncols=True)
+
+
+def finished_result(run: Run, opts: RunOptions) -> dict[str, Any] | None:
+    """The result file of ``run`` when it exists and was produced with the same settings; None when
+    there is none or ``--force`` asks for a re-run. A result with other settings is an error."""
+    path = result_path(opts.out, run.spec.name, run.run_name, run.seed)
+    if opts.force or not path.exists():
+        return None
+    try:
+        done = json.loads(path.read_text())
+    except (OSError, ValueError) as err:
+        raise ConfigError(f"cannot read the result file {path} ({err}); delete it, or pass --force to run again "
+                          "and replace it") from None
+    current = run.spec.resolved(run.method)
+    changed = sorted(plan.diff(plan.with_legacy_defaults(done.get("config", {}), current), current,
+                               defaults=run.spec.resolved(run.method, P.defaults)))
+    if changed or done.get("init") != _init_text(opts):
+        raise ConfigError(f"{path} exists but was produced with other settings ({', '.join(changed) or 'init'}); "
+                          "pass --force to replace it, or --out to write elsewhere")
+    done["_path"] = str(path)
+    return done
+
+
+def _init_text(opts: RunOptions) -> str | None:
+    return str(opts.init) if opts.init is not None else None
+
+
+def run_one(run: Run, data: PairedData, opts: RunOptions) -> dict[str, Any] | None:
+    """Train (resuming an interrupted run) and test one (method, seed); write and return its result.
+
+    A method with ``trains_by_gradient = False`` is fitted once in closed form on the training split
+    (timed as its only training epoch) instead. Under torchrun every process trains its shard of
+    each batch; only rank 0 validates (and shares the scores, so all select the same epoch), writes
+    checkpoints, tests and writes the result; the other processes return None.
+    """
+    started = time.perf_counter()
+    spec, name, seed, info = run.spec, run.method, run.seed, opts.dist
+    data = data.for_device(opts.device)
+    torch.manual_seed(seed)
+    m = spec.methods[name]
+    method = build_method(spec, name, data, opts.device)
+    if opts.init is not None:
+        ckpt.load_encoders(method, opts.init)
+    path = result_path(opts.out, spec.name, run.run_name, seed)
+    prof = Profiler(opts.device)
+    resume = ckpt.resume_path(path)
+    test_memory = guards.memory_settings(spec, name, "test")
+    precision = m.train.precision
+
+    def val_metrics() -> dict[str, float]:
+        with prec.scope(precision, opts.device):
+            return ev.evaluate(method, data["val"], spec.metrics, opts.device, m.train.eval_batch_size)
+
+    validate = prof.timed("validate", guards.on_oom(lambda: dd.from_main(val_metrics, info), "validation",
+                                                    test_memory, opts.device, resume))
+    chance = collapse.chance_level(data["val"], spec.metrics, m.train.select) if info.is_main else None
+    if method.trains_by_gradient:
+        fit, resumed_from, skipped = _train(run, method, data, opts, prof, validate, chance)
+    else:
+        fit_fn = guards.on_oom(method.fit_closed_form, "the closed-form fit",
+                               guards.memory_settings(spec, name, "train"), opts.device, resume)
+        with prof.phase("train"):
+            fit = tr.fit_closed_form(method, data["train"], prof.timed("train_epoch", fit_fn), validate)
+        resumed_from, skipped = 0, []
+        prof.notes.append("closed-form fit: train_epoch is the time of the fit; there are no gradient steps")
+    if not info.is_main:
+        return None
+    method.load_state_dict(fit.best_state)
+    ranks: dict[str, torch.Tensor] = {}
+    metrics = guards.on_oom(full_test, "the test retrieval", test_memory, opts.device, resume)(
+        method, data, spec.metrics, m.train.eval_batch_size, prof, opts.device, ranks, precision)
+    save_checkpoint(fit.best_state, path.with_suffix(".pt"))
+    save_ranks(ranks, path.with_suffix(".ranks.npz"))
+    payload = {
+        "schema": SCHEMA, "task": spec.name, "task_version": spec.version, "run_name": run.run_name,
+        "method": name, "seed": seed, "varied": run.varied, "init": _init_text(opts), "metrics": metrics,
+        "training": "gradient" if method.trains_by_gradient else "closed_form", "best_epoch": fit.best_epoch,
+        "val_at_best": {k[4:]: v for k, v in fit.history[fit.best_epoch - 1].items() if k.startswith("val/")},
+        "collapse": collapse.detect(fit.history, chance, patience=m.train.collapse_patience,
+                                    tolerance=m.train.collapse_tolerance, best_epoch=fit.best_epoch),
+        "history": fit.history, "profile": prof.summary(), "resumed_from_epoch": resumed_from,
+        "on_nan": opts.on_nan, "skipped_steps": skipped,
+        "distributed": {"world_size": info.world_size, "backend": info.backend,
+                        "batch_per_process": -(-m.train.batch_size // info.world_size)},
+        "config": spec.resolved(name), "overrides": list(spec.overrides), "reference": spec.raw.get("reference"),
+        "dataset": data.info, "environment": environment(opts.device), "checkpoint": path.with_suffix(".pt").name,
+        "ranks": path.with_suffix(".ranks.npz").name, "wall_s": time.perf_counter() - started,
+    }
+    if prof.extrapolated:
+        payload["metrics_skipped"] = {
+            f"test{tag}": f"time_budget_s stopped the test scoring after {100 * e['fraction_scored']:.2f}% of the "
+                          "score matrix: no accuracy metrics; times in profile.extrapolated"
+            for tag, e in prof.extrapolated.items()}
+    if resumed_from:
+        payload["profile"]["notes"] = list(payload["profile"].get("notes", [])) + [
+            f"resumed after epoch {resumed_from}: train timings and memory cover epochs {resumed_from + 1}-"
+            f"{m.train.epochs} only"]
+    write_json_atomic(path, payload)
+    resume.unlink(missing_ok=True)
+    return {**payload, "_path": str(path)}  # as harness.store.results.load_results returns it
+
+
+def _train(run: Run, method: Method, data: PairedData, opts: RunOptions, prof: Profiler, validate: Any,
+           chance: collapse.Chance | None) -> tuple[tr.FitResult, int, list[dict[str, Any]]]:
+    """Gradient training with per-epoch resume checkpoints, the non-finite and out-of-memory guards and
+    the collapse warning; returns (fit, epochs resumed, skipped steps)."""
+    spec, info, m = run.spec, opts.dist, run.spec.methods[run.method]
+    optimizer = tr.make_optimizer(method, m.train)
+    scheduler = tr.make_scheduler(optimizer, m.train)
+    resume = ckpt.resume_path(result_path(opts.out, spec.name, run.run_name, run.seed))
+    fingerprint = {"config": spec.resolved(run.method), "seed": run.seed, "init": _init_text(opts),
+                   "world_size": info.world_size}
+    state, generator = None, None
+    if resume.exists() and not opts.force:
+        state, generator = ckpt.load_resume(resume, fingerprint, method, optimizer, scheduler)
+    resumed_from = len(state.history) if state is not None else 0
+    steps_per_epoch = -(-data["train"].n_pairs // m.train.batch_size)
+    guard = guards.NonFiniteGuard(opts.on_nan, guards.hyperparameters(spec, run.method), steps_per_epoch, resume,
+                                  step=resumed_from * steps_per_epoch)
+    step = tr.make_step(method, optimizer, data["train"], opts.device, m.train.grad_clip,
+                        loss_fn=prec.wrap_forward(dd.wrap_ddp(method, info, opts.device), m.train.precision,
+                                                  opts.device),
+                        shard=partial(dd.shard, info=info) if info.world_size > 1 else None,
+                        world_size=info.world_size, check_loss=guard)
+    step = guards.on_oom(guard.count(prec.wrap_step(step, m.train.precision)), "a training step",
+                         guards.memory_settings(spec, run.method, "train"), opts.device, resume)
+    label = f"{run.run_name} seed{run.seed}"
+    bar = _progress(m.train.epochs, resumed_from, label, opts.progress and info.is_main)
+    warned = resumed_from > 0 and _collapsed(state.history, chance, m.train) is not None
+
+    def on_epoch(record: dict[str, float]) -> None:
+        bar.set_postfix(loss=f"{record.get('loss', float('nan')):.4g}",  # no loss: every step skipped (--on-nan)
+                        **{f"val {m.train.select}": f"{record['val/' + m.train.select]:.2f}"})
+        bar.update()
+
+    def after_epoch(result: tr.FitResult, gen: torch.Generator) -> None:
+        nonlocal warned
+        if not info.is_main:
+            return
+        ckpt.save_resume(resume, fingerprint, method, optimizer, scheduler, result, gen)
+        found = None if warned else _collapsed(result.history, chance, m.train)
+        if found is not None:
+            warned = True
+            tqdm.write(collapse.warning_line(found, label, run.method))
+
+    with prof.phase("train"):
+        fit = tr.fit(method, data["train"], m.train, seed=run.seed, step=prof.timed("train_step", step),
+                     epoch=prof.timed("train_epoch", tr.run_epoch), validate=validate, on_epoch=on_epoch,
+                     scheduler=scheduler, state=state, generator=generator, after_epoch=after_epoch)
+    bar.close()
+    return fit, resumed_from, guard.skipped
+
+
+def _collapsed(history: list[dict[str, float]], chance: collapse.Chance | None, t: Any) -> dict[str, Any] | None:
+    return collapse.detect(history, chance, patience=t.collapse_patience, tolerance=t.collapse_tolerance)
+
+
+def save_ranks(ranks: dict[str, torch.Tensor], path: Path) -> None:
+    """Per-query ranks of the test protocols (keys as in :func:`harness.run.evaluate.rank_folds`), atomically."""
+    atomic_write(path, lambda f: np.savez_compressed(f, **{k: v.numpy() for k, v in ranks.items()}))
+
+
+def full_test(method: Method, data: PairedData, metrics_spec: MetricSpec, batch_size: int, prof: Profiler,
+              device: torch.device, ranks: dict[str, torch.Tensor] | None = None,
+              precision: str = "fp32") -> dict[str, float]:
+    """Whole-test retrieval for every protocol of the task (the whole split, and averages over
+    consecutive folds such as MS-COCO 1K); each protocol encodes, scores and ranks on its own clock.
+    A protocol whose scoring the method's time budget stopped has no metrics (see :func:`run_protocol`)."""
+    metrics: dict[str, float] = {}
+    for n_folds in metrics_spec.folds:
+        metrics.update(run_protocol(method, data["test"], metrics_spec, n_folds, batch_size, prof, device, ranks,
+                                    precision))
+    return metrics
+
+
+def run_protocol(method: Method, split: Split, metrics_spec: MetricSpec, n_folds: int, batch_size: int, prof: Profiler,
+                 device: torch.device, ranks: dict[str, torch.Tensor] | None = None,
+                 precision: str = "fp32") -> dict[str, float]:
+    """Encode every item, score within each of ``n_folds`` folds, rank; timed as test_total/encode/score/rank
+    with the protocol's tag ('' or '@<n>folds'), peak memory in phase 'test<tag>'. Encoding and scoring
+    run under ``precision``. When the method's ``test_time_budget_s`` stops the scoring part-way, nothing
+    is ranked: the profile records the fraction scored and the extrapolated times, and no metrics return."""
+    tag = ev.protocol_tag(n_folds)
+    with prof.phase(f"test{tag}"), prof.timer(f"test_total{tag}"):
+        with prof.timer(f"test_encode{tag}"), prec.scope(precision, device):
+            emb_a, emb_b = ev.encode_split(method, split, device, batch_size)
+        folds = ev.make_folds(split, n_folds)
+        with prof.timer(f"test_score{tag}"), prec.scope(precision, device):
+            blocks, done = ev.score_folds(method, emb_a, emb_b, folds, method.test_time_budget_s)
+        if done < 1:
+            prof.extrapolate(tag, done)
+            return {}
+        with prof.timer(f"test_rank{tag}"):
+            return ev.rank_folds(blocks, folds, split, metrics_spec, ranks)
