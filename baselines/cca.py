@@ -18,10 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from harness.data.paired import Split, take
-from harness.method import Method
-from harness.config.params import require
-from harness.config.registry import METHODS
+from harness.api import METHODS, Method, Split, require, take
 
 FITTED = ("mean_a", "mean_b", "proj_a", "proj_b", "correlations")
 

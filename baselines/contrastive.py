@@ -13,12 +13,8 @@ from typing import Any, Literal
 import torch
 from torch import nn
 
-from harness.run.collapse import plateau_key
-from harness.run.distributed import global_batch_sum
-from harness.ops.losses import collapsed_value, infonce_loss, max_violation_loss, sum_violation_loss
-from harness.method import Method
-from harness.config.params import require
-from harness.config.registry import METHODS
+from harness.api import (METHODS, Method, collapsed_value, global_batch_sum, infonce_loss, max_violation_loss,
+                         plateau_key, require, sum_violation_loss)
 
 __all__ = ["Contrastive", "ContrastiveParams", "PairLoss", "PairLossFields", "hinge_max_violation",
            "max_violation_loss"]

@@ -10,9 +10,7 @@ from torch import nn
 
 from baselines.contrastive import Contrastive, ContrastiveParams
 from harness.encoders.par import HEAD_MODES, PAR, par_width
-from harness.errors import unknown
-from harness.config.params import require
-from harness.config.registry import METHODS
+from harness.api import METHODS, require, unknown
 
 
 @dataclass(frozen=True)

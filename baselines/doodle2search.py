@@ -31,10 +31,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from harness.errors import ConfigError
-from harness.method import Method
-from harness.config.params import require
-from harness.config.registry import METHODS
+from harness.api import METHODS, ConfigError, Method, require
 
 Terms = dict[str, tuple[float, torch.Tensor]]  # name -> (weight, value)
 

@@ -14,8 +14,7 @@ import torch.nn.functional as F
 
 from baselines.doodle2search import Doodle2Search, Doodle2SearchParams, Terms
 from baselines.swamp import SwAMPFields, SwappedAssignments
-from harness.run.distributed import is_distributed
-from harness.config.registry import METHODS
+from harness.api import METHODS, is_distributed
 
 
 @dataclass(frozen=True)

@@ -22,9 +22,7 @@ from typing import Any
 
 import torch
 
-from harness.method import Method
-from harness.config.params import require
-from harness.config.registry import METHODS
+from harness.api import METHODS, Method, require
 
 
 def max_margin_ranking_loss(sims: torch.Tensor, margin: float) -> torch.Tensor:

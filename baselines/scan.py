@@ -27,11 +27,7 @@ import torch
 
 from baselines import scan_original as original
 from baselines.contrastive import max_violation_loss
-from harness.run.distributed import global_batch_sum
-from harness.errors import unknown
-from harness.method import Method
-from harness.config.params import require
-from harness.config.registry import METHODS
+from harness.api import METHODS, Method, global_batch_sum, require, unknown
 
 DIRECTIONS = ("t2i", "i2t")
 POOLINGS = ("avg", "lse")

@@ -24,11 +24,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from baselines.contrastive import PairLoss, PairLossFields
-from harness.run.distributed import global_batch_sum, chunk_bounds, gather_rows, is_distributed, rank_and_world
-from harness.method import Method
-from harness.ops.ot import log_softmax_nograd, sinkhorn
-from harness.config.params import require
-from harness.config.registry import METHODS
+from harness.api import (METHODS, EmbeddingQueue, Method, gather_rows, global_batch_sum, is_distributed,
+                         log_softmax_nograd, rank_and_world, require, sinkhorn)
 
 
 def swapped_targets(logp_a: torch.Tensor, logp_b: torch.Tensor, *, eta: float, n_iters: int,
@@ -85,48 +82,6 @@ class SwAMPParams(PairLossFields, SwAMPFields):  # margin, loss, temperature, wa
         require(self.lam >= 0 and self.contrastive_weight >= 0, where, "lambda and contrastive_weight must be >= 0")
         require(self.lam > 0 or self.contrastive_weight > 0, where, "lambda and contrastive_weight are both 0")
         self.check_pair_loss(where)
-
-
-class EmbeddingQueue(nn.Module):
-    """FIFO of the latest ``size`` detached (a, b) embedding pairs; newest rows first.
-
-    The fill count lives twice: as a buffer (saved in checkpoints) and as a host integer that
-    slices the queue, so that a training step never reads a number back from the GPU (a
-    host–device synchronisation). The host copy is set from the buffer when a state is loaded.
-    """
-
-    def __init__(self, size: int, dim: int):
-        super().__init__()
-        self.size = size
-        self.register_buffer("a", torch.zeros(size, dim))
-        self.register_buffer("b", torch.zeros(size, dim))
-        self.register_buffer("filled", torch.zeros((), dtype=torch.long))
-        self.n_filled = 0  # host copy of ``filled``
-        self.register_load_state_dict_post_hook(lambda module, keys: module.sync_count())
-
-    def sync_count(self) -> None:
-        """Read the fill count from the buffer (after a checkpoint was loaded into it)."""
-        self.n_filled = int(self.filled)
-
-    def with_batch(self, emb_a: torch.Tensor, emb_b: torch.Tensor,
-                   share: tuple[int, int] = (0, 1)) -> tuple[torch.Tensor, torch.Tensor]:
-        """Batch rows followed by the queued rows (N = B + filled), detached.
-
-        ``share=(rank, world_size)`` keeps only that contiguous chunk of the queued rows: with
-        the same queue on every process, each queued row then appears on exactly one process.
-        """
-        start, stop = chunk_bounds(self.n_filled, *share)
-        return (torch.cat([emb_a.detach(), self.a[start:stop]]), torch.cat([emb_b.detach(), self.b[start:stop]]))
-
-    @torch.no_grad()
-    def push(self, emb_a: torch.Tensor, emb_b: torch.Tensor) -> None:
-        """Insert a batch, dropping the oldest rows beyond ``size``."""
-        if self.size == 0:
-            return
-        self.a.copy_(torch.cat([emb_a.detach(), self.a])[: self.size])
-        self.b.copy_(torch.cat([emb_b.detach(), self.b])[: self.size])
-        self.n_filled = min(self.size, self.n_filled + len(emb_a))
-        self.filled.fill_(self.n_filled)
 
 
 class SwappedAssignments(Method):

@@ -10,8 +10,7 @@ import torch
 from baselines.contrastive import PairLossFields
 from baselines.mmr import max_margin_ranking_loss
 from baselines.swamp import SwAMP, SwAMPParams
-from harness.config.params import require
-from harness.config.registry import METHODS
+from harness.api import METHODS, require
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from baselines.contrastive_par import PARFields, PARPooled
 from baselines.swamp import SwAMP, SwAMPParams
-from harness.config.registry import METHODS
+from harness.api import METHODS
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
 Shapes are fixed here so that numbers stay comparable across commits: the task's batch
 (128), SwAMP's declared K and queue (1000, 1280), and a test split of 2,000 pairs
 (the paper's synthetic test size). Nothing here trains or evaluates on its own terms:
-it builds the objects through ``harness.run.runner`` and ``harness.run.train`` and calls them.
+it builds the objects through :mod:`harness.api` (``benchmarks.compat``) and calls them.
 """
 from __future__ import annotations
 
@@ -16,15 +16,7 @@ from typing import Any, Callable
 import torch
 
 import harness
-from harness.run import evaluate as ev
-from harness.run import runner
-from harness.config import spec as specs
-from harness.run import train as tr
-from harness.data.paired import PairedData
-from harness.method import Method
-from harness.config.plan import Run
-from harness.run.profiling import MiB, synchronize
-from harness.config.registry import METHODS
+from benchmarks.compat import H
 
 TASK_FILE = Path(harness.__file__).resolve().parent.parent / "tasks" / "synthetic.yaml"
 # 20 classes x 200 pairs: 1,000 train, 1,000 validation, 2,000 test pairs.
@@ -42,9 +34,9 @@ def pin_threads() -> None:
     torch.set_num_threads(THREADS)
 
 
-def benchmark_task() -> specs.TaskSpec:
+def benchmark_task() -> H.TaskSpec:
     """The benchmark task: tasks/synthetic.yaml of the measured checkout with :data:`OVERRIDES`."""
-    return specs.load_task(TASK_FILE, list(OVERRIDES))
+    return H.load_task(TASK_FILE, list(OVERRIDES))
 
 
 def benchmark_methods() -> list[str]:
@@ -53,27 +45,27 @@ def benchmark_methods() -> list[str]:
     A method added later (a new file in baselines/ plus an entry in the task) joins every
     parameterised benchmark without an edit here.
     """
-    declared = specs.load_task(TASK_FILE).methods
-    return [name for name in METHODS.names() if name in declared]
+    declared = H.load_task(TASK_FILE).methods
+    return [name for name in H.METHODS.names() if name in declared]
 
 
-def load_data(task: specs.TaskSpec) -> PairedData:
+def load_data(task: H.TaskSpec) -> H.PairedData:
     """The task's dataset, generated in memory through its registered source."""
-    return runner.load_data(task)
+    return H.load_data(task)
 
 
-def build(task: specs.TaskSpec, name: str, data: PairedData, device: torch.device) -> Method:
+def build(task: H.TaskSpec, name: str, data: H.PairedData, device: torch.device) -> H.Method:
     """Method ``name`` of ``task`` with seeded initial weights, on ``device``."""
     torch.manual_seed(SEED)
-    return runner.build_method(task, name, data, device)
+    return H.build_method(task, name, data, device)
 
 
-def train_step(task: specs.TaskSpec, name: str, data: PairedData, device: torch.device) -> Callable[[], Any]:
+def train_step(task: H.TaskSpec, name: str, data: H.PairedData, device: torch.device) -> Callable[[], Any]:
     """A zero-argument callable running one optimisation step on the first batch, warmed up."""
     method = build(task, name, data, device)
     train = task.methods[name].train
-    optimizer = tr.make_optimizer(method, train)
-    step = tr.make_step(method, optimizer, data["train"], device, train.grad_clip)
+    optimizer = H.make_optimizer(method, train)
+    step = H.make_step(method, optimizer, data["train"], device, train.grad_clip)
     index = torch.arange(train.batch_size)  # (B,) pair indices
     method.train()
     for _ in range(WARMUP_STEPS):
@@ -81,23 +73,23 @@ def train_step(task: specs.TaskSpec, name: str, data: PairedData, device: torch.
     return lambda: step(index)
 
 
-def retrieval(task: specs.TaskSpec, name: str, data: PairedData, device: torch.device) -> Callable[[], Any]:
+def retrieval(task: H.TaskSpec, name: str, data: H.PairedData, device: torch.device) -> Callable[[], Any]:
     """A zero-argument callable running whole-test retrieval (encode, score, rank) of ``name``."""
     method = build(task, name, data, device)
     batch = task.methods[name].train.eval_batch_size
-    return lambda: ev.evaluate(method, data["test"], task.metrics, device, batch)
+    return lambda: H.evaluate(method, data["test"], task.metrics, device, batch)
 
 
-def drift_task() -> specs.TaskSpec:
+def drift_task() -> H.TaskSpec:
     """tasks/synthetic.yaml of the measured checkout, unchanged except for :data:`DRIFT_EPOCHS`."""
-    return specs.with_epochs(specs.load_task(TASK_FILE), DRIFT_EPOCHS)
+    return H.with_epochs(H.load_task(TASK_FILE), DRIFT_EPOCHS)
 
 
-def drift_metrics(task: specs.TaskSpec, name: str, data: PairedData) -> dict[str, float]:
+def drift_metrics(task: H.TaskSpec, name: str, data: H.PairedData) -> dict[str, float]:
     """Test metrics of a seeded CPU run of ``name``, through the same code as ``harness run``."""
     with tempfile.TemporaryDirectory() as out:
-        opts = runner.RunOptions(device=torch.device("cpu"), out=Path(out), progress=False)
-        return runner.run_one(Run(task, name, name, {}, SEED), data, opts)["metrics"]
+        opts = H.RunOptions(device=torch.device("cpu"), out=Path(out), progress=False)
+        return H.run_one(H.Run(task, name, name, {}, SEED), data, opts)["metrics"]
 
 
 def reset_peak_rss() -> None:
@@ -125,18 +117,18 @@ def cuda_ms(fn: Callable[[], Any], device: torch.device, repeats: int = 20, warm
         fn()
     times = []
     for _ in range(repeats):
-        synchronize(device)
+        H.synchronize(device)
         start = time.perf_counter()
         fn()
-        synchronize(device)
+        H.synchronize(device)
         times.append(time.perf_counter() - start)
     return 1000.0 * statistics.median(times)
 
 
 def cuda_peak_mib(fn: Callable[[], Any], device: torch.device) -> float:
     """``torch.cuda.max_memory_allocated`` (MiB) over one call of ``fn``."""
-    synchronize(device)
+    H.synchronize(device)
     torch.cuda.reset_peak_memory_stats(device)
     fn()
-    synchronize(device)
-    return torch.cuda.max_memory_allocated(device) / MiB
+    H.synchronize(device)
+    return torch.cuda.max_memory_allocated(device) / H.MiB

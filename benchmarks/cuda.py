@@ -10,7 +10,7 @@ import torch
 
 from benchmarks import common, image_text
 from benchmarks.kernels import ETA, swamp_logits
-from harness.ops.ot import sinkhorn
+from benchmarks.compat import H
 
 
 class _Cuda:
@@ -63,7 +63,7 @@ class CudaSinkhorn(_Cuda):
         self.device = common.require_cuda()
         n, k = (int(v) for v in shape.split("x"))
         logits = swamp_logits(n, k, torch.Generator().manual_seed(common.SEED)).to(self.device)
-        self.call = lambda: sinkhorn(logits, ETA, n_iters=3)
+        self.call = lambda: H.sinkhorn(logits, ETA, n_iters=3)
 
 
 class CudaImageTextStep(_Cuda):

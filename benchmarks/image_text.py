@@ -18,10 +18,7 @@ import torch
 
 import harness
 from benchmarks import common
-from harness.run import runner
-from harness.config import spec as specs
-from harness.run import train as tr
-from harness.run.profiling import synchronize
+from benchmarks.compat import H
 
 TASK_FILE = Path(harness.__file__).resolve().parent.parent / "tasks" / "flickr30k_shapes.yaml"
 OVERRIDES = ("dataset.images=[256,16,16]", "dataset.feature_dim=128", "dataset.vocab_size=2000",
@@ -36,21 +33,19 @@ def step_for(method: str, extra: tuple[str, ...] = (), device: torch.device = to
              overrides: tuple[str, ...] = OVERRIDES, warmup: int = WARMUP_STEPS) -> Callable[[], Any]:
     """One warmed-up training step of ``method`` on the first batch, wrapped as the runner wraps it."""
     common.pin_threads()
+    if not hasattr(H, "wrap_step"):
+        raise NotImplementedError("no precision setting in this revision")
     try:
-        from harness.ops import precision as prec
-    except ImportError as err:
-        raise NotImplementedError(f"no precision setting in this revision: {err}") from None
-    try:
-        task = specs.load_task(TASK_FILE, [*overrides, *extra])
-    except harness.errors.ConfigError as err:  # a setting this revision does not know
+        task = H.load_task(TASK_FILE, [*overrides, *extra])
+    except H.ConfigError as err:  # a setting this revision does not know
         raise NotImplementedError(str(err)) from None
-    data = runner.load_data(task)
+    data = H.load_data(task)
     data = data.for_device(device)
     model = common.build(task, method, data, device)
     train = task.methods[method].train
-    step = tr.make_step(model, tr.make_optimizer(model, train), data["train"], device, train.grad_clip,
-                        loss_fn=prec.wrap_forward(model.loss, train.precision, device))
-    step = prec.wrap_step(step, train.precision)
+    step = H.make_step(model, H.make_optimizer(model, train), data["train"], device, train.grad_clip,
+                       loss_fn=H.wrap_forward(model.loss, train.precision, device))
+    step = H.wrap_step(step, train.precision)
     index = torch.arange(train.batch_size)
     model.train()
     for _ in range(warmup):
@@ -64,10 +59,10 @@ def step_ratio(steps: dict[str, Callable[[], Any]], device: torch.device, n: int
     times: dict[str, list[float]] = {m: [] for m in steps}
     for _ in range(n):
         for name, step in steps.items():
-            synchronize(device)
+            H.synchronize(device)
             start = time.perf_counter()
             step()
-            synchronize(device)
+            H.synchronize(device)
             times[name].append(time.perf_counter() - start)
     median = {m: statistics.median(t) for m, t in times.items()}
     return median["swamp_par"] / median["contrastive_par"]

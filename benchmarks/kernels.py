@@ -5,8 +5,7 @@ import torch
 import torch.nn.functional as F
 
 from benchmarks import common
-from harness.ops.metrics import pair_relevance, precision_metrics, rank_metrics
-from harness.ops.ot import sinkhorn
+from benchmarks.compat import H
 
 TAU, ETA, DIM = 0.01, 20.0, 5  # the synthetic task's SwAMP settings and embedding size
 
@@ -30,7 +29,7 @@ class Sinkhorn:
         self.logits = swamp_logits(n, k, torch.Generator().manual_seed(common.SEED))
 
     def time_sinkhorn(self, shape: str) -> None:
-        sinkhorn(self.logits, ETA, n_iters=3)
+        H.sinkhorn(self.logits, ETA, n_iters=3)
 
 
 class RankMetrics:
@@ -40,10 +39,10 @@ class RankMetrics:
         common.pin_threads()
         generator = torch.Generator().manual_seed(common.SEED)
         self.sims = torch.randn(1000, 5000, generator=generator)  # (Q, G)
-        self.relevant = pair_relevance(torch.arange(5000) // 5, 1000)  # (Q, G), five captions per image
+        self.relevant = H.pair_relevance(torch.arange(5000) // 5, 1000)  # (Q, G), five captions per image
 
     def time_rank_metrics(self) -> None:
-        rank_metrics(self.sims, self.relevant, (1, 5, 10))
+        H.rank_metrics(self.sims, self.relevant, (1, 5, 10))
 
 
 class PrecisionMetrics:
@@ -59,7 +58,7 @@ class PrecisionMetrics:
         self.relevant = queries[:, None] == labels[None, :]
 
     def time_precision_metrics(self) -> None:
-        precision_metrics(self.sims, self.relevant, ap=True, ap_ks=(200,), precision_ks=(200,))
+        H.precision_metrics(self.sims, self.relevant, ap=True, ap_ks=(200,), precision_ks=(200,))
 
 
 class RankMetricsMemory:
@@ -69,7 +68,7 @@ class RankMetricsMemory:
     def setup(self) -> None:
         common.pin_threads()
         self.sims = torch.randn(5000, 25000, generator=torch.Generator().manual_seed(common.SEED))
-        self.relevant = pair_relevance(torch.arange(25000) // 5, 5000)
+        self.relevant = H.pair_relevance(torch.arange(25000) // 5, 5000)
 
     def peakmem_rank_metrics_coco5k(self) -> None:
-        rank_metrics(self.sims, self.relevant, (1, 5, 10))
+        H.rank_metrics(self.sims, self.relevant, (1, 5, 10))

@@ -26,7 +26,7 @@ import torch.nn.functional as F
 from baselines.scan import DEFAULT_MEMORY_BUDGET, plan_chunks, xattn_similarity
 from baselines import scan_original as original_procedure
 from baselines.scan_original import per_caption_similarity
-from harness.store.results import environment, write_json_atomic
+from benchmarks.compat import H
 from harness.data.sources.synthetic_precomp import word_counts
 
 SETTINGS = {"i2t": (4.0, 5.0), "t2i": (9.0, 6.0)}  # Flickr30K lambda_softmax, lambda_lse
@@ -103,10 +103,10 @@ def main(argv: list[str] | None = None) -> dict:
     with torch.no_grad():
         for direction in args.directions.split(","):
             report["directions"][direction] = measure(direction, images, captions, lengths, args, useful)
-    report["environment"] = environment(torch.device("cpu"))
+    report["environment"] = H.environment(torch.device("cpu"))
     print(json.dumps({k: v for k, v in report.items() if k != "environment"}, indent=2))
     if args.out:
-        write_json_atomic(Path(args.out), report)
+        H.write_json_atomic(Path(args.out), report)
     return report
 
 

@@ -47,7 +47,11 @@ def _unrecognized(parser: argparse.ArgumentParser, extra: list[str]) -> ConfigEr
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="python -m harness", description="SwAMP Bench: cross-modal retrieval benchmarks")
     sub = parser.add_subparsers(dest="command", required=True)
-    run = sub.add_parser("run", help="train and test methods of a task; write results and tables")
+    plugins = argparse.ArgumentParser(add_help=False)
+    plugins.add_argument("--include", action="append", default=[], metavar="PATH",
+                         help="also load method, source and encoder files from PATH, a folder or a .py file "
+                              "(repeatable; also the SWAMP_BENCH_INCLUDE environment variable, ':'-separated)")
+    run = sub.add_parser("run", help="train and test methods of a task; write results and tables", parents=[plugins])
     run.add_argument("task", help="task YAML, e.g. tasks/synthetic.yaml")
     run.add_argument("--methods", default="", help="comma-separated method names declared by the task (default: all)")
     run.add_argument("--seeds", default="0", help="comma-separated seeds (default: 0)")
@@ -70,9 +74,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--no-progress", action="store_true", help="hide progress bars")
     run.add_argument("--on-nan", choices=("stop", "skip"), default="stop",
                      help="a step with a NaN or infinite loss: stop the run there (default) or skip its update")
-    lst = sub.add_parser("list", help="tasks and the methods each declares; registered components")
+    lst = sub.add_parser("list", help="tasks and the methods each declares; registered components", parents=[plugins])
     lst.add_argument("--tasks-dir", default=str(TASKS_DIR))
-    table = sub.add_parser("table", help="re-render tables from saved result files")
+    table = sub.add_parser("table", help="re-render tables from saved result files", parents=[plugins])
     table.add_argument("folder", help="e.g. results/synthetic")
     table.add_argument("--format", default="simple", help="console format (tabulate name; md and tex also accepted)")
     table.add_argument("--reference", default=None, metavar="RUN",
@@ -88,14 +92,14 @@ def build_parser() -> argparse.ArgumentParser:
     plot.add_argument("--reference", default=None, metavar="RUN", help="run drawn as a horizontal mean ± std band")
     plot.add_argument("--out", default=None, help="output path without suffix (default: FOLDER/plots/<x>_<metric>)")
     plot.add_argument("--logx", action="store_true", help="logarithmic x axis")
-    clusters = sub.add_parser("clusters", help="report on the prototypes a trained SwAMP model learned")
+    clusters = sub.add_parser("clusters", help="report on the prototypes a trained SwAMP model learned", parents=[plugins])
     clusters.add_argument("target", help="result file (seed<k>.json) or its checkpoint (seed<k>.pt)")
     clusters.add_argument("--out", default=None, help="report folder (default: beside the result, <run>/clusters-seed<k>)")
     clusters.add_argument("--split", default="test", help="split whose items are assigned (default: test)")
     clusters.add_argument("--top-words", type=int, default=5, help="frequent words listed per text cluster")
     clusters.add_argument("--members", type=int, default=5, help="member ids listed per cluster and modality")
     clusters.add_argument("--device", default="auto", help="auto (default), cpu, cuda or cuda:N")
-    ens = sub.add_parser("ensemble", help="evaluate the average of two finished runs' score matrices")
+    ens = sub.add_parser("ensemble", help="evaluate the average of two finished runs' score matrices", parents=[plugins])
     ens.add_argument("results", nargs=2, metavar="RESULT", help="result files (seed<k>.json) or checkpoints of the runs")
     ens.add_argument("--out", default=None, help="results folder (default: the one holding the first run's task)")
     ens.add_argument("--device", default="auto", help="auto (default), cpu, cuda or cuda:N")
@@ -121,7 +125,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from harness.report import tables
     from harness.run import distributed as dd
     from harness.config import params as P
-    from harness.store.results import result_path
+    from harness.store.schema import result_path
 
     overrides = list(args.overrides) + ([f"dataset.root={args.data_root}"] if args.data_root else [])
     init = Path(args.init) if args.init else None
@@ -129,6 +133,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         checkpoint.checkpoint_of(init)
     runs = plan.plan(args.task, overrides, args.sweep, [m for m in args.methods.split(",") if m],
                      parse_seeds(args.seeds), args.epochs, checkpoint.init_label(init) if init else None)
+    _plugin_warnings()  # before the runs start rather than after their tables
     names = list(dict.fromkeys(r.run_name for r in runs))
     if args.reference is not None and args.reference not in names:
         raise ConfigError(f"--reference {args.reference!r} is not among this command's runs: {', '.join(names)}"
@@ -166,7 +171,7 @@ def _run_all(runs: list, opts) -> list[dict]:
         tag = f"[{i}/{len(runs)}] {run.run_name} seed{run.seed}"
         if done is not None:
             if opts.dist.is_main:
-                print(f"{tag}: finished earlier, skipped ({done['_path']}; --force re-runs it)")
+                print(f"{tag}: finished earlier, skipped ({done['_path']}; --force re-runs it){_code_changed(run, done)}")
             results.append(done)
             continue
         if _data_key(run) != data_key:
@@ -176,6 +181,20 @@ def _run_all(runs: list, opts) -> list[dict]:
         if result is not None:
             results.append(result)
     return results
+
+
+def _code_changed(run, done: dict) -> str:
+    """A note for the skip line when the source files of the run's method, encoders or data source differ
+    from those its result was made with (results that predate the record say nothing)."""
+    from harness.run.build import classes_of
+    from harness.store.provenance import code_record
+
+    then = (done.get("code") or {}).get("files")
+    if not then:
+        return ""
+    now = code_record(classes_of(run.spec, run.method))["files"]
+    changed = sorted(f for f in set(then) | set(now) if then.get(f) != now.get(f))
+    return f"; note: its code changed since ({', '.join(changed)})" if changed else ""
 
 
 def _data_key(run) -> str:
@@ -188,7 +207,7 @@ def _run_locked(run, data, opts, tag: str) -> dict | None:
     from harness.run import distributed as dd
     from harness.run import locks
     from harness.run import runner
-    from harness.store.results import result_path
+    from harness.store.schema import result_path
 
     path = result_path(opts.out, run.spec.name, run.run_name, run.seed)
     with locks.run_lock(path, lambda holder: print(f"{tag}: waiting for {holder}", flush=True),
@@ -211,7 +230,7 @@ def _print_tables(results: list[dict], reference: str | None = None, test_stat: 
 
 def cmd_list(args: argparse.Namespace) -> int:
     from harness.config import spec as specs
-    from harness.config.registry import ENCODERS, METHODS, SOURCES
+    from harness.config.registry import ENCODERS, METHODS, SOURCES, failures
 
     for path in sorted(Path(args.tasks_dir).glob("*.yaml")):
         try:
@@ -223,12 +242,14 @@ def cmd_list(args: argparse.Namespace) -> int:
     print(f"\nregistered methods: {', '.join(METHODS.names())}")
     print(f"registered data sources: {', '.join(SOURCES.names())}")
     print(f"registered encoders: {', '.join(ENCODERS.names())}")
+    for file, error in failures().items():
+        print(f"plugin file {file} failed to import and was skipped: {error}")
     return 0
 
 
 def cmd_table(args: argparse.Namespace) -> int:
     from harness.report import tables
-    from harness.store.results import load_results
+    from harness.store.schema import load_results
 
     folder = Path(args.folder)
     results = load_results(folder) if folder.is_dir() else []
@@ -273,18 +294,35 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Run one command; bad input exits with status 2 and a run that stopped with status 3, each with
-    one ``error:`` line on stderr."""
+    one ``error:`` line on stderr. Plugin files that failed to import are reported once, as warnings."""
+    from harness.config import registry
+
     try:
         parser = build_parser()
         args, extra = parser.parse_known_args(argv)
         if extra:
             raise _unrecognized(args.subcommands[args.command], extra)
+        registry.set_include(getattr(args, "include", []))
         handler = {"run": cmd_run, "list": cmd_list, "table": cmd_table, "plot": cmd_plot, "clusters": cmd_clusters,
                    "ensemble": cmd_ensemble, "bench": cmd_bench}[args.command]
-        return handler(args)
+        code = handler(args)
+        _plugin_warnings()
+        return code
     except ConfigError as err:
+        _plugin_warnings(str(err))
         print(f"error: {one_line(err)}", file=sys.stderr)
         return 2
     except RunError as err:
+        _plugin_warnings(str(err))
         print(f"error: {one_line(err)}", file=sys.stderr)
         return 3
+
+
+def _plugin_warnings(error: str = "") -> None:
+    """Print the plugin files that failed to import, except one the error line already names."""
+    from harness.config import registry
+
+    for line in registry.take_warnings():
+        file = line.split("skipped plugin file ", 1)[1].split(" (", 1)[0]
+        if file not in error:
+            print(line, file=sys.stderr)

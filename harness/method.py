@@ -38,6 +38,12 @@ class Method(nn.Module):
         overrides this and raises ConfigError when the data lack what it needs."""
         return cls(encoders, params)
 
+    @classmethod
+    def tiny_settings(cls) -> dict[str, Any]:
+        """Settings (YAML keys of ``Params``) small enough for the test suite's seconds-long contract tests; the
+        ``Params`` defaults unless a method overrides this (a queue of thousands of rows, say)."""
+        return {}
+
     @property
     def encoder_width(self) -> int:
         """Output width shared by both encoders (they must agree)."""

@@ -30,7 +30,7 @@ DELETE = object()  # a change that removes the key
 
 @dataclass(frozen=True)
 class Case:
-    group: str  # "task file", "command line" or "data"
+    group: str  # "task file", "plugins", "command line" or "data"
     id: str
     mistake: str  # one line for the table
     setup: Callable[[Path], list[str]]
@@ -201,6 +201,26 @@ def _npz_as_npy(d: Path) -> Path:
 
 NAN = np.full((20, 6), np.nan, dtype=np.float32)
 
+def with_plugin(files: dict[str, str], method: str) -> Callable[[Path], list[str]]:
+    """Setup: plugin files in ``<folder>/plugins`` (name -> source) and the tiny task running ``method``, which
+    one of them registers, with ``--include`` on that folder."""
+    def setup(folder: Path) -> list[str]:
+        plugins = folder / "plugins"
+        plugins.mkdir()
+        for name, source in files.items():
+            (plugins / name).write_text(source)
+        path = task(folder, {"methods": {method: {"method": method}}})
+        return run(folder, path, "--methods", method, "--include", str(plugins))
+    return setup
+
+
+PLUGIN_METHOD = (
+    "from dataclasses import dataclass\nfrom harness.api import METHODS, Method\n"
+    "@dataclass(frozen=True)\nclass P:\n    pass\n"
+    "@METHODS.register('{name}')\nclass M(Method):\n    Params = P\n"
+)
+
+
 CASES: list[Case] = [
     # --- task files -------------------------------------------------------------------------------
     Case("task file", "yaml-syntax", "malformed YAML", lambda d: run(d, text(d, "name: [unclosed\n")),
@@ -302,6 +322,22 @@ CASES: list[Case] = [
     Case("task file", "par-heads", "PAR split heads that do not divide the feature width",
          on({"methods": {"swamp_par": {"H": 3, "heads": "split"}}}, base=TINY_IMAGE_TEXT),
          "PAR split heads H (3) must divide", "divisors of 16"),
+    # --- plugins ----------------------------------------------------------------------------------
+    Case("plugins", "include-missing", "--include names a folder that does not exist",
+         args("--include", "no_such_plugins"), "--include no_such_plugins: no such folder", "pass a folder holding"),
+    Case("plugins", "plugin-broken", "the plugin file a task asks for fails to import",
+         with_plugin({"mine.py": PLUGIN_METHOD.replace("{name}", "mine") + "import no_such_module_anywhere\n"}, "mine"),
+         "method 'mine' is in", "fix that file"),
+    Case("plugins", "plugin-no-params", "a method class without Params",
+         with_plugin({"bare.py": "from harness.api import METHODS, Method\n@METHODS.register('bare')\n"
+                                 "class Bare(Method):\n    pass\n"}, "bare"),
+         "has no Params", "declare `Params = <a frozen dataclass"),
+    Case("plugins", "plugin-twice", "two plugin files register the same name",
+         with_plugin({"first.py": PLUGIN_METHOD.replace("{name}", "twin"),
+                      "second.py": PLUGIN_METHOD.replace("{name}", "twin")}, "twin"),
+         "method 'twin' is registered twice", "rename one of them"),
+    Case("plugins", "name-not-string", "a method type that is not a name",
+         on({"methods": {"swamp": {"method": [1, "x"]}}}), "must be a string, got [1, 'x']", "valid: "),
     # --- command line -----------------------------------------------------------------------------
     Case("command line", "task-missing", "a misspelt task file",
          lambda d: run(d, Path(TINY["base"]).parent / "synthtic.yaml"), "synthtic.yaml does not exist",

@@ -3,7 +3,7 @@ chosen moment, so that tests can kill a real process in the middle of a write (t
 tests/test_locks.py).
 
 The moment is the ``HARNESS_FAULT_NTH``-th write (1 = the first) of the file named
-``HARNESS_FAULT_FILE`` (e.g. ``seed0.resume.pt``) through :func:`harness.store.results.atomic_write`,
+``HARNESS_FAULT_FILE`` (e.g. ``seed0.resume.pt``) through :func:`harness.store.io.atomic_write`,
 which every result, checkpoint, ranks file and table goes through. There the write puts half of
 the file's bytes into its temporary file, flushes them to disk and then, by ``HARNESS_FAULT_MODE``:
 
@@ -26,7 +26,7 @@ Writer = Callable[[IO[bytes]], None]
 
 def faulty_atomic_write(real: Callable[[Path, Writer], None], name: str, nth: int, mode: str,
                         marker: Path | None = None) -> Callable[[Path, Writer], None]:
-    """``real`` (harness.store.results.atomic_write) with the ``nth`` write of file ``name`` interrupted."""
+    """``real`` (harness.store.io.atomic_write) with the ``nth`` write of file ``name`` interrupted."""
     seen = [0]
 
     def atomic_write(path: Path, write: Writer) -> None:
@@ -58,7 +58,7 @@ def faulty_atomic_write(real: Callable[[Path, Writer], None], name: str, nth: in
 def install_from_env() -> None:
     """Replace ``atomic_write`` in every harness module that imported it, as the environment says."""
     import harness.run.runner  # noqa: F401 (imported lazily by the CLI; it holds its own reference)
-    from harness.store import results
+    from harness.store import io as results
 
     real = results.atomic_write
     patched = faulty_atomic_write(real, os.environ["HARNESS_FAULT_FILE"],

@@ -33,7 +33,7 @@ def test_bad_input_exits_2_with_one_line_and_writes_nothing(case, tmp_path):
 
 def test_the_matrix_has_at_least_30_rows_with_distinct_ids():
     assert len(CASES) >= 30 and len({c.id for c in CASES}) == len(CASES)
-    assert {c.group for c in CASES} == {"task file", "command line", "data"}
+    assert {c.group for c in CASES} == {"task file", "plugins", "command line", "data"}
 
 
 def test_the_committed_document_is_current(tmp_path_factory):

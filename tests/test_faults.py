@@ -23,7 +23,7 @@ import torch
 from baselines.swamp import SwAMP
 from harness.run import evaluate
 from harness.run import guards
-from harness.store import results
+from harness.store import io as results
 from harness.run import train as tr
 from harness.cli import main
 from harness.errors import RunError

@@ -1,8 +1,11 @@
 """Every registered method: one CPU training step and an evaluation (the contract), plus known answers."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
+import yaml
 import torch.nn.functional as F
 from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -22,14 +25,28 @@ from harness.config.spec import load_task
 
 
 def tiny_spec_for(method_kind: str, *task_paths):
-    """The first tiny task declaring a method of the given registered kind, and that method's name."""
+    """The first tiny task declaring a method of the given registered kind, and that method's name. A method
+    no tiny task declares (a new plugin) joins the first tiny task whose data it can be built for, with the
+    settings of its ``tiny_settings()`` (its Params defaults unless it says otherwise)."""
     for path in task_paths:
         spec = load_task(path)
         for name, m in spec.methods.items():
             if m.method == method_kind:
                 return spec, name
-    raise AssertionError(f"no tiny test task declares a method of kind {method_kind!r}; add one to "
-                         "TINY, TINY_IMAGE_TEXT, TINY_VIDEO_TEXT or TINY_SKETCH in tests/conftest.py")
+    settings = {"method": method_kind, **METHODS.get(method_kind).tiny_settings()}
+    reasons = []
+    for path in task_paths:
+        added = Path(path).with_name(f"{Path(path).stem}+{method_kind}.yaml")
+        added.write_text(yaml.safe_dump({"base": str(path), "methods": {method_kind: settings}}, sort_keys=False))
+        try:
+            spec = load_task(added)
+            data = runner.load_data(spec)
+            with torch.device("meta"):
+                runner.build_method(spec, method_kind, data, torch.device("meta"))
+            return spec, method_kind
+        except ConfigError as err:
+            reasons.append(f"{Path(path).name}: {err}")
+    raise AssertionError(f"method {method_kind!r} builds on none of the tiny test tasks: {'; '.join(reasons)}")
 
 
 def tiny_method_for(method_kind: str, *task_paths):

@@ -9,7 +9,7 @@ import pytest
 
 from harness import cli
 from harness.report.plot import Axis, parse_x
-from harness.store.results import SCHEMA, result_path
+from harness.store.schema import SCHEMA, result_path
 
 SWAMP = {"name": "swamp", "method": "swamp", "K": 1000, "queue": 1280, "hard": False, "strict_queue": True}
 CONTRASTIVE = {"name": "contrastive", "method": "contrastive", "margin": 0.1}

@@ -7,6 +7,7 @@ import torch.nn.functional as F
 
 from baselines.mmr import MaxMarginRanking, MaxMarginParams, max_margin_ranking_loss
 from baselines.swamp_mmr import SwAMPMMR, SwAMPMMRParams
+from harness.run import build
 from harness.run import checkpoint as ckpt
 from harness.run import evaluate as ev
 from harness.run import runner
@@ -105,7 +106,7 @@ def test_fixed_word_vectors_are_frozen_into_the_text_encoder(tiny_video_text_tas
 
 def test_fixed_weights_of_the_wrong_shape_are_refused():
     with pytest.raises(ConfigError, match="cannot take the data's fixed embed.weight"):
-        runner.fix_weights(WordMaxPool(9, 5, 8, 8), {"embed.weight": torch.zeros(9, 300)}, "encoders.b")
+        build.fix_weights(WordMaxPool(9, 5, 8, 8), {"embed.weight": torch.zeros(9, 300)}, "encoders.b")
 
 
 def _howto100m_state(dim: int = 8, video_dim: int = 10, word_dim: int = 5) -> dict[str, torch.Tensor]:

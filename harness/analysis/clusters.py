@@ -24,12 +24,12 @@ from harness.errors import ConfigError
 from harness.run.evaluate import encode_split
 from harness.method import Method
 from harness.config.registry import METHODS
-from harness.analysis.restore import method_config, read_json, restore_run, run_files
-from harness.store.results import write_json_atomic
+from harness.analysis.restore import method_config, read_json, restore_run, run_files, train_settings
+from harness.config.spec import MODALITIES
+from harness.store.io import write_json_atomic
 from harness.data.text import SPECIALS, TokenCaptions
 
 LARGEST_SHOWN = 30  # rows of the "largest clusters" table
-MODALITIES = ("a", "b")
 STOP_WORDS = frozenset("""
 a an the and or but nor so yet of on in at to for with without by from into onto off out up down over under
 above below near next beside behind between through about across along around against among while as than
@@ -264,7 +264,7 @@ def write_report(report: dict[str, Any], folder: Path) -> list[Path]:
 
 def cmd(args: argparse.Namespace) -> int:
     """``python -m harness clusters RESULT_OR_CHECKPOINT``: assign a split to prototypes, write the report."""
-    from harness.run.runner import resolve_device
+    from harness.run.build import resolve_device
 
     if args.top_words < 0 or args.members < 0:
         raise ConfigError(f"--top-words ({args.top_words}) and --members ({args.members}) must be >= 0")
@@ -273,7 +273,7 @@ def cmd(args: argparse.Namespace) -> int:
     device = resolve_device(args.device)
     method, data, result = restore_run(args.target, device, getattr(args, "data_root", None))
     split = data[args.split]
-    batch = int(result["config"].get("train", {}).get("eval_batch_size", 1024))
+    batch = train_settings(result, str(result_file)).eval_batch_size
     emb = dict(zip(MODALITIES, encode_split(method, split, device, batch)))
     clusters, confidence = {}, {}
     for m in MODALITIES:

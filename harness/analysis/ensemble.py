@@ -26,8 +26,11 @@ from harness.ops import precision as prec
 from harness.errors import ConfigError
 from harness.method import Method
 from harness.run.profiling import Profiler
-from harness.analysis.restore import read_json, restore_run, run_files
-from harness.store.results import SCHEMA, environment, result_path, write_json_atomic
+from harness.analysis.restore import read_json, restore_run, run_files, train_settings
+from harness.config.registry import plugin_folders
+from harness.run.build import resolve_device
+from harness.store.provenance import environment
+from harness.store.schema import Result, result_path, write_result
 from harness.config.spec import MetricSpec
 
 SAME = ("dataset", "metrics")  # config sections both sources must share
@@ -76,7 +79,7 @@ def check_compatible(results: list[dict[str, Any]], paths: list[Path]) -> None:
 def source_record(result: dict[str, Any], path: Path) -> dict[str, Any]:
     """What the ensemble's result file keeps of one source."""
     return {"result": str(path), "run_name": result["run_name"], "method": result["method"], "seed": result["seed"],
-            "checkpoint": result.get("checkpoint"), "precision": result["config"]["train"].get("precision", "fp32"),
+            "checkpoint": result.get("checkpoint"), "precision": train_settings(result, str(path)).precision,
             "git": result.get("environment", {}).get("git")}
 
 
@@ -88,17 +91,15 @@ def ensemble(targets: list[str], device: torch.device, out: Path | None = None,
     started = time.perf_counter()
     paths = [run_files(Path(t))[0] for t in targets]
     results = [read_json(p) for p in paths]
-    for path, result in zip(paths, results):
-        if not isinstance(result.get("config"), dict) or "train" not in result["config"]:
-            raise ConfigError(f"{path} is not a result file of `python -m harness run` (no config.train)")
+    settings = [train_settings(result, str(path)) for path, result in zip(paths, results)]
     check_compatible(results, paths)
     first, data, _ = restore_run(paths[0], device, data_root)
     second, _, _ = restore_run(paths[1], device, data_root, data=data)
     data = data.for_device(device)
-    precisions = [r["config"]["train"].get("precision", "fp32") for r in results]
+    precisions = [s.precision for s in settings]
     method = Ensemble([first, second], precisions, device)
     metrics_spec = P.parse(MetricSpec, results[0]["config"]["metrics"], f"{paths[0]}: config.metrics")
-    batch = int(results[0]["config"]["train"].get("eval_batch_size", 1024))
+    batch = settings[0].eval_batch_size
     prof, ranks = Profiler(device), {}
     metrics = runner.full_test(method, data, metrics_spec, batch, prof, device, ranks)
     name = "+".join(r["method"] for r in results)
@@ -108,20 +109,17 @@ def ensemble(targets: list[str], device: torch.device, out: Path | None = None,
     runner.save_ranks(ranks, path.with_suffix(".ranks.npz"))
     config = dict(results[0]["config"], method={"name": name, "method": "ensemble",
                                                 "sources": [r["run_name"] for r in results]})
-    payload = {"schema": SCHEMA, "task": results[0]["task"], "task_version": results[0]["task_version"],
-               "run_name": path.parent.name, "method": name, "seed": results[0]["seed"], "varied": {}, "init": None,
-               "metrics": metrics, "sources": [source_record(r, p) for r, p in zip(results, paths)],
-               "profile": prof.summary(), "config": config, "overrides": [], "reference": results[0].get("reference"),
-               "dataset": data.info, "environment": environment(device), "ranks": path.with_suffix(".ranks.npz").name,
-               "wall_s": time.perf_counter() - started}
-    write_json_atomic(path, payload)
-    return {**payload, "_path": str(path)}
+    result = Result(task=results[0]["task"], task_version=results[0]["task_version"], run_name=path.parent.name,
+                    method=name, seed=results[0]["seed"], metrics=metrics, profile=prof.summary(), config=config,
+                    reference=results[0].get("reference"), dataset=data.info,
+                    environment=environment(device, plugin_folders()), ranks=path.with_suffix(".ranks.npz").name,
+                    wall_s=time.perf_counter() - started,
+                    sources=[source_record(r, p) for r, p in zip(results, paths)])
+    return write_result(path, result)
 
 
 def cmd(args: argparse.Namespace) -> int:
     """``python -m harness ensemble RESULT_A RESULT_B``: evaluate, write the result, print the metrics."""
-    from harness.run.runner import resolve_device
-
     result = ensemble(args.results, resolve_device(args.device), Path(args.out) if args.out else None, args.data_root)
     print("\n".join(f"{k}: {v:.2f}" for k, v in result["metrics"].items()))
     total = result["profile"]["timing"].get("test_total", {}).get("median_s")

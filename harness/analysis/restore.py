@@ -2,7 +2,6 @@
 and its best-epoch checkpoint (no task YAML needed)."""
 from __future__ import annotations
 
-import json
 import pickle
 from pathlib import Path
 from typing import Any
@@ -10,14 +9,15 @@ from typing import Any
 import torch
 
 from harness.config import params as P
-from harness.run.checkpoint import checkpoint_of
+from harness.config.plan import with_legacy_defaults
+from harness.config.registry import METHODS, SOURCES
+from harness.config.spec import TrainSpec
 from harness.data.paired import PairedData
 from harness.errors import ConfigError
 from harness.method import Method
-from harness.config.plan import with_legacy_defaults
-from harness.config.registry import ENCODERS, METHODS, SOURCES, Registry
-
-MODALITIES = ("a", "b")
+from harness.run.build import build_from_config, component
+from harness.run.checkpoint import checkpoint_of
+from harness.store.schema import read_result
 
 
 def run_files(target: Path) -> tuple[Path, Path]:
@@ -35,20 +35,17 @@ def run_files(target: Path) -> tuple[Path, Path]:
 
 
 def read_json(path: Path) -> dict[str, Any]:
-    try:
-        return json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as err:
-        raise ConfigError(f"cannot read result file {path}: {err}") from err
+    """A result file, defaults filled for fields older files lack (:func:`harness.store.schema.read_result`)."""
+    return read_result(path)
 
 
-def _component(registry: Registry, body: dict[str, Any], type_key: str, where: str,
-               drop: tuple[str, ...] = ()) -> tuple[Any, Any]:
-    """(registered class, validated Params) of a resolved config entry such as {"type": "mlp", "dim": 5}."""
-    body = {k: v for k, v in body.items() if k not in drop}
-    if type_key not in body:
-        raise ConfigError(f"{where} has no {type_key!r} key; is this a result file of `python -m harness run`?")
-    cls = registry.get(body.pop(type_key), where)
-    return cls, P.parse(cls.Params, body, where)
+def train_settings(result: dict[str, Any], where: str) -> TrainSpec:
+    """The training settings a result file records, with today's defaults for settings it predates."""
+    train = (result.get("config") or {}).get("train")
+    if not isinstance(train, dict):
+        raise ConfigError(f"{where} is not a result file of `python -m harness run` (no config.train)")
+    known = {k: v for k, v in train.items() if k in P.keys(TrainSpec)}
+    return P.parse(TrainSpec, known, f"{where}: config.train")
 
 
 def method_config(result: dict[str, Any], where: str) -> dict[str, Any]:
@@ -70,19 +67,12 @@ def restore_run(target: str | Path, device: torch.device, data_root: str | None 
     result = read_json(result_file)
     config = method_config(result, str(result_file))
     dataset = dict(config["dataset"], **({"root": data_root} if data_root else {}))
-    source, source_params = _component(SOURCES, dataset, "source", f"{result_file}: config.dataset")
+    source, source_params = component(SOURCES, dataset, "source", f"{result_file}: config.dataset")
     if "method" in config["method"]:  # settings added since the file was written get their old values
         params_now = P.as_dict(METHODS.get(config["method"]["method"], f"{result_file}: config.method").Params())
         config = with_legacy_defaults(config, {"method": params_now})
-    method_cls, method_params = _component(METHODS, config["method"], "method", f"{result_file}: config.method",
-                                           drop=("name",))
     data = data if data is not None else source.load(source_params)
-    shapes = data.input_shapes()
-    encoders = {}
-    for m in MODALITIES:
-        enc, enc_params = _component(ENCODERS, config["encoders"][m], "type", f"{result_file}: config.encoders.{m}")
-        encoders[m] = enc.build(shapes[m], enc_params)
-    method = method_cls.build(encoders, method_params, data).to(device)
+    method = build_from_config(config, data, device, str(result_file))
     try:
         state = torch.load(checkpoint, map_location=device, weights_only=True)
     except (OSError, EOFError, RuntimeError, pickle.UnpicklingError) as err:

@@ -41,6 +41,14 @@ def expand_root(text: str) -> Path:
     return Path(_VAR.sub(var, text)).expanduser()
 
 
+def require_files(source: str, root: Path, expected: list[Path], advice: str) -> None:
+    """Stop with every expected file, the missing ones marked, and ``advice`` when any is missing."""
+    missing = [f for f in expected if not f.exists()]
+    if missing:
+        listing = "\n  ".join(f"{f}{'  (missing)' if f in missing else ''}" for f in expected)
+        raise DataError(f"{source}: {len(missing)} file(s) missing under {root}. Expected:\n  {listing}\n{advice}")
+
+
 def standardize(x: np.ndarray, reference: np.ndarray) -> np.ndarray:
     """Per-feature z-score of ``x`` using the mean and std of ``reference`` (the training split), float32;
     a feature constant in ``reference`` is only centred."""

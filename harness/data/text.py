@@ -23,7 +23,7 @@ from pathlib import Path
 import torch
 
 from harness.errors import DataError
-from harness.store.results import write_text_atomic
+from harness.store.io import write_text_atomic
 
 SPECIALS = ("<pad>", "<start>", "<end>", "<unk>")
 PAD, START, END, UNK = range(4)

@@ -16,9 +16,8 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import torch
 
-from harness.data.paired import PairedData, Split
+from harness.data.paired import PairedData, Split, expand_root
 from harness.errors import DataError
-from harness.data.sources.scan_precomp import expand_root
 from harness.data.words import (CaptionDraw, Vocabulary, WordsFields, encode_words, fixed_vocabulary, learned_vocabulary,
                            split_words)
 

@@ -19,9 +19,7 @@ import torch
 from torch import nn
 from torchvision import models
 
-from harness.errors import ConfigError
-from harness.config.params import require
-from harness.config.registry import ENCODERS
+from harness.api import ENCODERS, ConfigError, require
 
 VGG = ("vgg16", "vgg16_bn")
 RESNET = ("resnet18", "resnet34", "resnet50")

@@ -21,9 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from harness.run.checkpoint import STATE_FORMATS
-from harness.config.params import require
-from harness.config.registry import ENCODERS
+from harness.api import ENCODERS, STATE_FORMATS, require
 
 
 class ContextGating(nn.Module):
@@ -119,6 +117,7 @@ HOWTO100M_KEYS = {
 }
 
 
+@STATE_FORMATS.register("howto100m")
 def howto100m_state(state: Mapping[str, torch.Tensor], encoders: Mapping[str, nn.Module]
                     ) -> dict[str, torch.Tensor] | None:
     """HowTo100M's ``Net`` state dict under this harness's names (``encoders.<modality>.<parameter>``): its
@@ -134,5 +133,3 @@ def howto100m_state(state: Mapping[str, torch.Tensor], encoders: Mapping[str, nn
             out[f"encoders.{roles[role][0]}.{name}"] = state[key]
     return out
 
-
-STATE_FORMATS["howto100m"] = howto100m_state

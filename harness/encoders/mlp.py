@@ -7,8 +7,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from harness.config.params import require
-from harness.config.registry import ENCODERS
+from harness.api import ENCODERS, require
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from harness.errors import ConfigError
+from harness.api import ConfigError
 
 
 def par_pool(features: torch.Tensor, mask: torch.Tensor | None, queries: torch.Tensor, *, temperature: float,

@@ -8,9 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from harness.errors import ConfigError
-from harness.config.params import require
-from harness.config.registry import ENCODERS
+from harness.api import ENCODERS, ConfigError, require
 
 
 @dataclass(frozen=True)

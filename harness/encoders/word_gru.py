@@ -8,9 +8,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from harness.errors import ConfigError
-from harness.config.params import require
-from harness.config.registry import ENCODERS
+from harness.api import ENCODERS, ConfigError, require
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,13 @@ import torch
 import torch.nn.functional as F
 
 LOSSES = ("max_violation", "sum", "infonce")
+PLATEAU_SUFFIX = "@collapsed"
+
+
+def plateau_key(term: str) -> str:
+    """Key under which a method logs, beside its loss term ``term``, the value that term takes on a collapsed
+    embedding (every item mapped to one point); the collapse detector compares the two."""
+    return f"{term}{PLATEAU_SUFFIX}"
 
 
 def _violations(sims: torch.Tensor, margin: float) -> tuple[torch.Tensor, torch.Tensor]:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import ConfigError, unknown
-from harness.store.results import load_results
+from harness.store.schema import load_results
 
 SECTIONS = ("train", "dataset", "encoders", "metrics")
 

@@ -16,8 +16,8 @@ from tabulate import tabulate
 
 from harness.report import stats
 from harness.errors import unknown
-from harness.store.results import write_text_atomic
-from harness.config.spec import MetricSpec
+from harness.store.io import write_text_atomic
+from harness.config.spec import MetricSpec, TrainSpec
 
 FORMATS = {"md": "github", "tex": "latex_booktabs"}
 ALPHA = 0.05  # significance level of the markers and of the bootstrap seed count
@@ -240,7 +240,7 @@ def timing_rows(results: list[dict[str, Any]], reference: str | None = None) -> 
 
 
 def _precision(result: dict[str, Any]) -> str:
-    return (result.get("config") or {}).get("train", {}).get("precision", "fp32")
+    return (result.get("config") or {}).get("train", {}).get("precision", TrainSpec.precision)
 
 
 def _protocol_tags(results: list[dict[str, Any]]) -> list[str]:

@@ -20,9 +20,10 @@ from typing import Any, Callable, Mapping
 import torch
 from torch import nn
 
+from harness.config.registry import STATE_FORMATS
 from harness.errors import ConfigError
 from harness.method import Method
-from harness.store.results import save_checkpoint
+from harness.store.io import save_checkpoint
 from harness.run.train import FitResult
 
 
@@ -101,13 +102,6 @@ def init_label(path: Path) -> str:
     return path.parent.name if re.fullmatch(r"seed\d+\.(json|pt)", path.name) else path.stem
 
 
-# Readers of encoder weights saved by other code: name -> function(state, the method's encoders by
-# modality) returning this harness's keys ('encoders.<modality>.<parameter>'), or None when the state
-# is not in that format. Encoder modules register theirs (harness.encoders.gated: HowTo100M's model).
-STATE_FORMATS: dict[str, Callable[[Mapping[str, torch.Tensor], Mapping[str, nn.Module]],
-                                  dict[str, torch.Tensor] | None]] = {}
-
-
 def read_state(path: Path) -> dict[str, torch.Tensor]:
     """A flat state dict (parameter name -> tensor) from a torch file."""
     try:
@@ -128,7 +122,7 @@ def encoder_state(state: Mapping[str, torch.Tensor], method: Method, path: Path)
         if found is not None:
             return found, name
     raise ConfigError(f"--init {path}: no encoder weights found; expected keys 'encoders.<a|b>.<parameter>' (this "
-                      f"harness's state dicts) or one of the formats {sorted(STATE_FORMATS)}; found e.g. "
+                      f"harness's state dicts) or one of the formats {STATE_FORMATS.names()}; found e.g. "
                       f"{list(state)[:3]}")
 
 

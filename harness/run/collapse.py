@@ -19,6 +19,7 @@ from typing import Any
 
 import torch
 
+from harness.ops.losses import plateau_key
 from harness.run import evaluate as ev
 from harness.data.paired import Split
 from harness.config.spec import MetricSpec

@@ -20,6 +20,8 @@ import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
+from harness.ops.queue import chunk_bounds  # noqa: F401 (a sharding helper of this module)
+
 _BACKENDS = {"cuda": "nccl", "cpu": "gloo"}
 
 
@@ -98,14 +100,6 @@ def global_batch_sum(loss: torch.Tensor) -> torch.Tensor:
     single process."""
     world_size = rank_and_world()[1]
     return loss if world_size == 1 else loss * world_size
-
-
-def chunk_bounds(n: int, rank: int, world_size: int) -> tuple[int, int]:
-    """[start, stop) of the ``rank``-th of ``world_size`` contiguous chunks of n rows, sized like
-    ``tensor_split``: the first n % world_size chunks hold one row more."""
-    base, extra = divmod(n, world_size)
-    start = rank * base + min(rank, extra)
-    return start, start + base + (rank < extra)
 
 
 def shard(index: torch.Tensor, info: DistInfo) -> torch.Tensor:

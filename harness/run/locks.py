@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from harness.store.results import write_error
+from harness.store.io import write_error
 
 
 def lock_path(result: Path) -> Path:

@@ -13,6 +13,7 @@ import torch
 
 from harness.data.paired import SPLITS, PairedData, Split
 from harness.errors import ConfigError, DataError
+from harness.run.build import build_method
 from harness.config.spec import MetricSpec, TaskSpec
 
 
@@ -73,8 +74,6 @@ def check_builds(runs: Iterable[Any], data: PairedData) -> None:
     """Build every planned (task settings, method) on the meta device, which allocates and computes
     nothing, so that encoders that do not fit the data or each other stop the command before the
     first run trains."""
-    from harness.run.runner import build_method
-
     seen: set[tuple[int, str]] = set()
     with torch.device("meta"):
         for run in runs:

@@ -19,7 +19,8 @@ from typing import Any, Callable, Iterator
 import psutil
 import torch
 
-MiB = 2**20
+from harness.store.provenance import MiB, nvml_reader
+
 
 
 def synchronize(device: torch.device) -> None:
@@ -89,27 +90,6 @@ class CpuPeakRSS:
             self.peak = self._hwm()
 
 
-def _nvml_reader(device: torch.device) -> tuple[Callable[[], int] | None, dict[str, Any], str]:
-    """A callable reading NVML's used memory for ``device``, GPU facts, or the reason it is absent."""
-    try:
-        import pynvml
-
-        pynvml.nvmlInit()
-        index = device.index if device.index is not None else torch.cuda.current_device()
-        handle = pynvml.nvmlDeviceGetHandleByIndex(index)
-        name = pynvml.nvmlDeviceGetName(handle)
-        info = {"name": name.decode() if isinstance(name, bytes) else name,
-                "memory_total_mib": pynvml.nvmlDeviceGetMemoryInfo(handle).total / MiB,
-                "driver": _text(pynvml.nvmlSystemGetDriverVersion())}
-        return (lambda: int(pynvml.nvmlDeviceGetMemoryInfo(handle).used)), info, ""
-    except Exception as err:  # pynvml missing, no driver, or no device: skip NVML fields
-        return None, {}, f"NVML unavailable: {type(err).__name__}: {err}"
-
-
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
 class Profiler:
     """Collects named timings (lists of seconds) and per-phase peak memory for one run."""
 
@@ -121,7 +101,7 @@ class Profiler:
         self.extrapolated: dict[str, dict[str, float | None]] = {}
         self._nvml = None
         if device.type == "cuda":
-            self._nvml, _, reason = _nvml_reader(device)
+            self._nvml, _, reason = nvml_reader(device)
             if reason:
                 self.notes.append(reason)
         else:

@@ -25,64 +25,24 @@ from harness.run import preflight
 from harness.ops import precision as prec
 from harness.run import train as tr
 from harness.data.paired import PairedData, Split
-from harness.errors import ConfigError, did_you_mean
+from harness.errors import ConfigError
 from harness.method import Method
 from harness.run.profiling import Profiler
-from harness.config.registry import ENCODERS, METHODS, SOURCES
-from harness.store.results import SCHEMA, atomic_write, environment, result_path, save_checkpoint, write_json_atomic
+from harness.config.registry import plugin_folders
+from harness.run.build import build_method, classes_of, load_source, resolve_device  # noqa: F401 (the runner's API)
+from harness.store.io import atomic_write, save_checkpoint
+from harness.store.provenance import code_record, environment
+from harness.store.schema import Result, result_path, write_result
 from harness.config.plan import Run
 from harness.config.spec import MetricSpec, TaskSpec
-
-
-def resolve_device(name: str) -> torch.device:
-    """'auto' picks CUDA when present; an explicit CUDA device that is absent is an error."""
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    try:
-        device = torch.device(name)
-    except RuntimeError as err:
-        raise ConfigError(f"--device {name!r} is not a device name{did_you_mean(name, ('auto', 'cpu', 'cuda'))}; "
-                          "use auto, cpu, cuda or cuda:N") from None
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise ConfigError(f"--device {name}: CUDA is not available on this machine; use --device cpu")
-    if device.type == "cuda" and (device.index or 0) >= torch.cuda.device_count():
-        raise ConfigError(f"--device {name}: this machine has {torch.cuda.device_count()} CUDA device(s); "
-                          f"use cuda:0 to cuda:{torch.cuda.device_count() - 1}")
-    if device.type not in ("cpu", "cuda"):
-        raise ConfigError(f"--device {name}: only cpu and cuda are supported")
-    return device
 
 
 def load_data(spec: TaskSpec) -> PairedData:
     """Load the task's dataset through its registered source; check that its validation and test splits
     support the requested relevance and that every fold protocol fits them."""
-    data = SOURCES.get(spec.dataset.kind).load(spec.dataset.params)
+    data = load_source(spec)
     preflight.check_data(spec, data)
     return data
-
-
-def build_method(spec: TaskSpec, name: str, data: PairedData, device: torch.device) -> Method:
-    """Encoders sized from the data (with the data's fixed weights frozen in), wrapped by the method
-    class, on ``device``."""
-    shapes = data.input_shapes()
-    encoders = {m: ENCODERS.get(c.kind).build(shapes[m], c.params) for m, c in spec.encoders.items()}
-    for modality, weights in data.fixed_weights.items():
-        fix_weights(encoders[modality], weights, f"{spec.path}: encoders.{modality} ({spec.encoders[modality].kind})")
-    m = spec.methods[name]
-    return METHODS.get(m.method).build(encoders, m.params, data).to(device)
-
-
-def fix_weights(encoder: torch.nn.Module, weights: dict[str, torch.Tensor], where: str) -> None:
-    """Copy ``weights`` (parameter name -> tensor) into ``encoder`` and freeze those parameters."""
-    own = dict(encoder.named_parameters())
-    for key, value in weights.items():
-        if key not in own or own[key].shape != value.shape:
-            found = tuple(own[key].shape) if key in own else "no such parameter"
-            raise ConfigError(f"{where} cannot take the data's fixed {key} {tuple(value.shape)} ({found}); "
-                              "use an encoder with that table, e.g. word_dim equal to the word vectors' dimension")
-        with torch.no_grad():
-            own[key].copy_(value)
-        own[key].requires_grad_(False)
 
 
 @dataclass
@@ -172,33 +132,33 @@ def run_one(run: Run, data: PairedData, opts: RunOptions) -> dict[str, Any] | No
         method, data, spec.metrics, m.train.eval_batch_size, prof, opts.device, ranks, precision)
     save_checkpoint(fit.best_state, path.with_suffix(".pt"))
     save_ranks(ranks, path.with_suffix(".ranks.npz"))
-    payload = {
-        "schema": SCHEMA, "task": spec.name, "task_version": spec.version, "run_name": run.run_name,
-        "method": name, "seed": seed, "varied": run.varied, "init": _init_text(opts), "metrics": metrics,
-        "training": "gradient" if method.trains_by_gradient else "closed_form", "best_epoch": fit.best_epoch,
-        "val_at_best": {k[4:]: v for k, v in fit.history[fit.best_epoch - 1].items() if k.startswith("val/")},
-        "collapse": collapse.detect(fit.history, chance, patience=m.train.collapse_patience,
-                                    tolerance=m.train.collapse_tolerance, best_epoch=fit.best_epoch),
-        "history": fit.history, "profile": prof.summary(), "resumed_from_epoch": resumed_from,
-        "on_nan": opts.on_nan, "skipped_steps": skipped,
-        "distributed": {"world_size": info.world_size, "backend": info.backend,
-                        "batch_per_process": -(-m.train.batch_size // info.world_size)},
-        "config": spec.resolved(name), "overrides": list(spec.overrides), "reference": spec.raw.get("reference"),
-        "dataset": data.info, "environment": environment(opts.device), "checkpoint": path.with_suffix(".pt").name,
-        "ranks": path.with_suffix(".ranks.npz").name, "wall_s": time.perf_counter() - started,
-    }
+    result = Result(
+        task=spec.name, task_version=spec.version, run_name=run.run_name, method=name, seed=seed, varied=run.varied,
+        init=_init_text(opts), metrics=metrics, training="gradient" if method.trains_by_gradient else "closed_form",
+        best_epoch=fit.best_epoch,
+        val_at_best={k[4:]: v for k, v in fit.history[fit.best_epoch - 1].items() if k.startswith("val/")},
+        collapse=collapse.detect(fit.history, chance, patience=m.train.collapse_patience,
+                                 tolerance=m.train.collapse_tolerance, best_epoch=fit.best_epoch),
+        history=fit.history, profile=prof.summary(), resumed_from_epoch=resumed_from, on_nan=opts.on_nan,
+        skipped_steps=skipped,
+        distributed={"world_size": info.world_size, "backend": info.backend,
+                     "batch_per_process": -(-m.train.batch_size // info.world_size)},
+        config=spec.resolved(name), overrides=list(spec.overrides), reference=spec.raw.get("reference"),
+        dataset=data.info, environment=environment(opts.device, plugin_folders()),
+        checkpoint=path.with_suffix(".pt").name, ranks=path.with_suffix(".ranks.npz").name,
+        wall_s=time.perf_counter() - started, code=code_record(classes_of(spec, name)))
     if prof.extrapolated:
-        payload["metrics_skipped"] = {
+        result.metrics_skipped = {
             f"test{tag}": f"time_budget_s stopped the test scoring after {100 * e['fraction_scored']:.2f}% of the "
                           "score matrix: no accuracy metrics; times in profile.extrapolated"
             for tag, e in prof.extrapolated.items()}
     if resumed_from:
-        payload["profile"]["notes"] = list(payload["profile"].get("notes", [])) + [
+        result.profile["notes"] = list(result.profile.get("notes", [])) + [
             f"resumed after epoch {resumed_from}: train timings and memory cover epochs {resumed_from + 1}-"
             f"{m.train.epochs} only"]
-    write_json_atomic(path, payload)
+    written = write_result(path, result)
     resume.unlink(missing_ok=True)
-    return {**payload, "_path": str(path)}  # as harness.store.results.load_results returns it
+    return written
 
 
 def _train(run: Run, method: Method, data: PairedData, opts: RunOptions, prof: Profiler, validate: Any,

@@ -21,13 +21,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.data.paired import PairedData
-from harness.errors import DataError
-from harness.config.params import require
-from harness.config.registry import SOURCES
-from harness.data.sources.scan_precomp import expand_root
-from harness.data.videotext import HOWTO100M_PUBLISHED, assemble, check_files, holdout, howto_parts, read_feature_dict
-from harness.data.words import WordsFields
+from harness.api import (HOWTO100M_PUBLISHED, SOURCES, DataError, PairedData, WordsFields, assemble, check_files,
+                         expand_root, holdout, howto_parts, read_feature_dict, require)
 
 
 @dataclass(frozen=True)

@@ -16,13 +16,8 @@ from typing import Any
 
 import torch
 
-from harness.data.paired import PairedData
-from harness.errors import DataError
-from harness.config.params import require
-from harness.config.registry import SOURCES
-from harness.data.sources.scan_precomp import expand_root
-from harness.data.videotext import HOWTO100M_PUBLISHED, assemble, check_files, holdout, howto_video, read_pickle, stack_videos
-from harness.data.words import WordsFields, split_words
+from harness.api import (HOWTO100M_PUBLISHED, SOURCES, DataError, PairedData, WordsFields, assemble, check_files,
+                         expand_root, holdout, howto_video, read_pickle, require, split_words, stack_videos)
 
 FIELDS = ("2d", "3d", "caption", "id")
 

@@ -25,13 +25,8 @@ import numpy as np
 import torch
 from torchvision.datasets.folder import IMG_EXTENSIONS, find_classes, make_dataset
 
-from harness.data.paired import PairedData, Split
-from harness.errors import DataError, unknown
-from harness.data.images import IMAGENET_MEAN, IMAGENET_STD, ImageFiles, SemanticTriplets, check_readable, image_transform
-from harness.config.params import require
-from harness.config.registry import SOURCES
-from harness.data.sources.scan_precomp import expand_root
-from harness.data.word_vectors import class_vectors
+from harness.api import (IMAGENET_MEAN, IMAGENET_STD, SOURCES, DataError, ImageFiles, PairedData, SemanticTriplets,
+                         Split, check_readable, class_vectors, expand_root, image_transform, require, unknown)
 
 Files = list[tuple[str, int]]  # (path, class id)
 

@@ -3,7 +3,7 @@
 Row i of ``a`` is paired with row i of ``b``; any number of rows and any feature
 size work, since encoders size themselves from the arrays. ``standardize: true`` z-scores
 every feature of both modalities with the training split's mean and std (recommended for
-features of small variance, such as histograms or topic proportions: see the README).
+features of small variance, such as histograms or topic proportions: see docs/datasets/own-features.md).
 ``root`` may use ``~`` and ``${NAME:-default}`` (:func:`harness.data.paired.expand_root`).
 """
 from __future__ import annotations
@@ -14,11 +14,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from harness.data import npy
-from harness.data.paired import SPLITS, PairedData, Split, expand_root, standardize_splits
-from harness.errors import DataError
-from harness.config.params import require
-from harness.config.registry import SOURCES
+from harness.api import SOURCES, SPLITS, DataError, PairedData, Split, expand_root, npy, require, standardize_splits
 
 
 @dataclass(frozen=True)

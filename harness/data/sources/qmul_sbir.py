@@ -24,16 +24,11 @@ import scipy.io
 import torch
 from torchvision.transforms.v2 import functional as TF
 
-from harness.data.paired import PairedData, Split
-from harness.errors import DataError
-from harness.data.images import ImageTensor
-from harness.config.params import require
-from harness.config.registry import SOURCES
-from harness.data.sources.scan_precomp import expand_root, require_files
+from harness.api import SOURCES, DataError, ImageTensor, PairedData, Split, expand_root, require, require_files
 
 ORIGIN = ("QMUL-Shoe and QMUL-Chair (Yu et al., Sketch Me That Shoe, CVPR 2016), as released with "
           "yuqian1023/Deep_SBIR_tf @ 838c17c, data/<category>/; sketches paired with photo edge maps")
-MODALITIES = ("sketch", "edge")
+DRAWINGS = ("sketch", "edge")  # the two kinds of .mat file per category and split
 
 
 @dataclass(frozen=True)
@@ -55,7 +50,7 @@ class QMULParams:
 
 def expected_files(root: Path, category: str) -> list[Path]:
     """The four .mat files of a category."""
-    return [root / f"{category}_{m}_db_{s}.mat" for s in ("train", "test") for m in MODALITIES]
+    return [root / f"{category}_{m}_db_{s}.mat" for s in ("train", "test") for m in DRAWINGS]
 
 
 def read_mat(path: Path) -> np.ndarray:
@@ -87,7 +82,7 @@ def standardize(x: torch.Tensor, reference: torch.Tensor) -> torch.Tensor:
 
 def load_split_arrays(root: Path, category: str, split: str, size: int) -> tuple[torch.Tensor, torch.Tensor]:
     """(sketches, edges) of one split, each (N, 1, size, size); the row counts must agree."""
-    sketch, edge = (read_mat(root / f"{category}_{m}_db_{split}.mat") for m in MODALITIES)
+    sketch, edge = (read_mat(root / f"{category}_{m}_db_{split}.mat") for m in DRAWINGS)
     if len(sketch) != len(edge):
         raise DataError(f"{root}: {category} {split} has {len(sketch)} sketches but {len(edge)} edge maps; "
                         "row i of each file must be the same item")

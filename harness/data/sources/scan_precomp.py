@@ -16,12 +16,8 @@ from pathlib import Path
 
 import torch
 
-from harness.data import npy
-from harness.data.paired import SPLITS, ArrayRows, PairedData, Split, expand_root
-from harness.errors import DataError
-from harness.config.params import require
-from harness.config.registry import SOURCES
-from harness.data.text import TokenCaptions, cached_vocab, encode_captions, read_lines, tokenize
+from harness.api import (SOURCES, SPLITS, ArrayRows, DataError, PairedData, Split, TokenCaptions, cached_vocab,
+                         encode_captions, expand_root, npy, read_lines, require, require_files, tokenize)
 
 PUBLISHED_AT = ("SCAN's precomputed features (data.zip: coco_precomp/, f30k_precomp/) are published by the SCAN "
                 "authors (Lee et al., ECCV 2018) with their code, github.com/kuanghuei/SCAN, section 'Download data'.")
@@ -45,14 +41,6 @@ class ScanPrecompParams:
 def expected_files(root: Path, prefixes: tuple[str, ...]) -> list[Path]:
     """The files a SCAN precomp dataset folder must hold."""
     return [root / f"{p}_{kind}" for p in prefixes for kind in ("ims.npy", "caps.txt")]
-
-
-def require_files(source: str, root: Path, expected: list[Path], advice: str) -> None:
-    """Stop with every expected file, the missing ones marked, and ``advice`` when any is missing."""
-    missing = [f for f in expected if not f.exists()]
-    if missing:
-        listing = "\n  ".join(f"{f}{'  (missing)' if f in missing else ''}" for f in expected)
-        raise DataError(f"{source}: {len(missing)} file(s) missing under {root}. Expected:\n  {listing}\n{advice}")
 
 
 def check_files(root: Path, prefixes: tuple[str, ...]) -> None:

@@ -13,10 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
-from harness.data.paired import SPLITS, PairedData, Split
-from harness.data.images import RandomImages, SemanticTriplets
-from harness.config.params import require
-from harness.config.registry import SOURCES
+from harness.api import SOURCES, SPLITS, PairedData, RandomImages, SemanticTriplets, Split, require
 
 
 @dataclass(frozen=True)

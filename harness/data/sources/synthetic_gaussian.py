@@ -7,7 +7,7 @@ R^100, one per modality. The random nets' outputs vary little between items
 from a random start; each feature is therefore standardised with training-split
 statistics (``standardize: true``). Means and spread are not stated in the paper: they are
 parameters here, calibrated so that the contrastive baseline lands near the
-paper's pair-based R@1 (see README, "Calibrating the synthetic task").
+paper's pair-based R@1 (see docs/results/synthetic.md, "Calibrating the synthetic task").
 """
 from __future__ import annotations
 
@@ -16,9 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from harness.data.paired import PairedData, Split, standardize
-from harness.config.params import require
-from harness.config.registry import SOURCES
+from harness.api import SOURCES, PairedData, Split, require, standardize
 
 
 @dataclass(frozen=True)

@@ -15,10 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from harness.data.paired import SPLITS, PairedData, Split
-from harness.config.params import require
-from harness.config.registry import SOURCES
-from harness.data.text import END, SPECIALS, START, TokenCaptions
+from harness.api import END, SOURCES, SPECIALS, SPLITS, START, PairedData, Split, TokenCaptions, require
 
 
 @dataclass(frozen=True)

@@ -16,11 +16,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from harness.data.paired import SPLITS, PairedData, Split
-from harness.config.params import require
-from harness.config.registry import SOURCES
+from harness.api import SOURCES, SPLITS, CaptionDraw, PaddedCaptions, PairedData, Split, require
 from harness.data.sources.synthetic_precomp import word_counts
-from harness.data.words import CaptionDraw, PaddedCaptions
 
 
 @dataclass(frozen=True)

@@ -18,14 +18,9 @@ from pathlib import Path
 
 import numpy as np
 
-from harness.data.paired import SPLITS, PairedData
-from harness.errors import DataError
-from harness.config.params import require
-from harness.config.registry import SOURCES
-from harness.data.sources.scan_precomp import expand_root
-from harness.data.text import read_lines
-from harness.data.videotext import POOLS, assemble, caption_owner, check_files, pool_frames, stack_videos, unit_rows
-from harness.data.words import WordsFields, split_words
+from harness.api import (POOLS, SOURCES, SPLITS, DataError, PairedData, WordsFields, assemble, caption_owner,
+                         check_files, expand_root, pool_frames, read_lines, require, split_words, stack_videos,
+                         unit_rows)
 
 LAYOUT = ("Layout: <root>/features/<video_id>.npy (T x d float array per video) and <root>/caption.txt with one "
           "'video_id|caption' line per caption (see harness/sources/video_npy.py).")

@@ -21,10 +21,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from harness.data.paired import PairedData, Split, expand_root, standardize_splits
-from harness.errors import DataError
-from harness.config.params import require
-from harness.config.registry import SOURCES
+from harness.api import SOURCES, DataError, PairedData, Split, expand_root, require, standardize_splits
 
 FILES = ("raw_features.mat", "trainset_txt_img_cat.list", "testset_txt_img_cat.list")
 PUBLISHED_AT = ("The features and lists are published with the dataset (Rasiwasia et al. 2010) and mirrored in "

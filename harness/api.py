@@ -1,0 +1,85 @@
+"""The public API: everything a method, data source or encoder file needs, and what benchmark or
+analysis scripts use to build and time the harness's parts. Plugins (``baselines/``,
+``harness/data/sources/``, ``harness/encoders/``) and ``benchmarks/`` import from here and from each
+other only; an import-linter contract in ``pyproject.toml`` keeps it so. Names here stay stable;
+the modules they come from may move (see CONTRIBUTING.md).
+
+A method in ~30 lines, using nothing else (docs/methods.md has it in full)::
+
+    from dataclasses import dataclass
+    from harness.api import METHODS, Method, infonce_loss, require
+
+    @dataclass(frozen=True)
+    class Params:
+        temperature: float = 0.05
+
+        def check(self, where):
+            require(self.temperature > 0, f"{where}.temperature", "must be > 0")
+
+    @METHODS.register("my_infonce")
+    class MyInfoNCE(Method):
+        Params = Params
+
+        def loss(self, x_a, x_b):
+            sims = self.encode("a", x_a) @ self.encode("b", x_b).T
+            loss = infonce_loss(sims, self.params.temperature)
+            return loss, {"loss": loss.detach()}
+"""
+from __future__ import annotations
+
+# --- errors: ConfigError/DataError for bad settings or data (exit 2), RunError while running (exit 3)
+from harness.errors import ConfigError, DataError, RunError, did_you_mean, unknown
+# --- registries: decorate a class with @METHODS.register("name") (SOURCES, ENCODERS likewise); readers of
+# other codes' encoder weights register with @STATE_FORMATS.register("name")
+from harness.config.registry import ENCODERS, METHODS, SOURCES, STATE_FORMATS, Registry
+# --- parameters: every plugin declares a frozen dataclass ``Params`` whose optional ``check(where)`` calls require
+from harness.config.params import as_dict, parse as parse_params, require
+# --- the method interface and the parts methods share
+from harness.method import Method
+from harness.ops.queue import EmbeddingQueue, chunk_bounds
+from harness.ops.losses import LOSSES, collapsed_value, infonce_loss, max_violation_loss, plateau_key, sum_violation_loss
+from harness.ops.ot import log_softmax_nograd, sinkhorn
+from harness.run.distributed import gather_rows, global_batch_sum, is_distributed, rank_and_world
+# --- data: what a source returns, and helpers for the on-disk formats the shipped sources read
+from harness.data.paired import (SPLITS, ArrayRows, PairedData, Split, concat, expand_root, require_files, standardize,
+                                 standardize_splits, take)
+from harness.data import npy
+from harness.data.images import (IMAGENET_MEAN, IMAGENET_STD, ImageFiles, ImageTensor, RandomImages, SemanticTriplets,
+                                 check_readable, image_transform)
+from harness.data.text import END, SPECIALS, START, TokenCaptions, cached_vocab, encode_captions, read_lines, tokenize
+from harness.data.words import CaptionDraw, PaddedCaptions, WordsFields, split_words
+from harness.data.videotext import (HOWTO100M_PUBLISHED, POOLS, assemble, caption_owner, check_files, holdout,
+                                    howto_parts, howto_video, pool_frames, read_feature_dict, read_pickle, stack_videos,
+                                    unit_rows)
+from harness.data.word_vectors import class_vectors
+# --- building and timing the harness's parts (benchmarks, notebooks): the same code `harness run` uses
+from harness.config.spec import MODALITIES, TaskSpec, load_task, with_epochs
+from harness.config.plan import Run
+from harness.ops.metrics import pair_relevance, precision_metrics, rank_metrics
+from harness.ops.precision import wrap_forward, wrap_step
+from harness.run.build import build_method, resolve_device
+from harness.run.evaluate import evaluate
+from harness.run.profiling import MiB, synchronize
+from harness.run.runner import RunOptions, load_data, run_one
+from harness.run.train import make_optimizer, make_step
+from harness.store.io import write_json_atomic
+from harness.store.provenance import environment
+
+__all__ = [
+    "ConfigError", "DataError", "RunError", "did_you_mean", "unknown",
+    "ENCODERS", "METHODS", "SOURCES", "STATE_FORMATS", "Registry",
+    "as_dict", "parse_params", "require",
+    "Method", "EmbeddingQueue", "chunk_bounds",
+    "LOSSES", "collapsed_value", "infonce_loss", "max_violation_loss", "plateau_key", "sum_violation_loss",
+    "log_softmax_nograd", "sinkhorn", "gather_rows", "global_batch_sum", "is_distributed", "rank_and_world",
+    "SPLITS", "ArrayRows", "PairedData", "Split", "concat", "expand_root", "require_files", "standardize",
+    "standardize_splits", "take", "npy",
+    "IMAGENET_MEAN", "IMAGENET_STD", "ImageFiles", "ImageTensor", "RandomImages", "SemanticTriplets", "check_readable",
+    "image_transform", "END", "SPECIALS", "START", "TokenCaptions", "cached_vocab", "encode_captions", "read_lines",
+    "tokenize", "CaptionDraw", "PaddedCaptions", "WordsFields", "split_words", "HOWTO100M_PUBLISHED", "POOLS",
+    "assemble", "caption_owner", "check_files", "holdout", "howto_parts", "howto_video", "pool_frames",
+    "read_feature_dict", "read_pickle", "stack_videos", "unit_rows", "class_vectors",
+    "MODALITIES", "TaskSpec", "load_task", "with_epochs", "Run", "pair_relevance", "precision_metrics",
+    "rank_metrics", "wrap_forward", "wrap_step", "build_method", "resolve_device", "evaluate", "MiB", "synchronize",
+    "RunOptions", "load_data", "run_one", "make_optimizer", "make_step", "write_json_atomic", "environment",
+]
