@@ -1,0 +1,80 @@
+"""The documents hold: the README stays a short front door whose links resolve, every relative link in the
+docs names a file of the repository, and the complete method file of docs/methods.md runs as written."""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from harness import cli
+from harness.config import registry
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", *sorted((ROOT / "docs").rglob("*.md"))]
+LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)|!\[[^\]]*\]\(([^)\s]+)\)")
+
+
+def links(path: Path) -> list[str]:
+    text = re.sub(r"```.*?```", "", path.read_text(encoding="utf-8"), flags=re.S)  # code blocks are not links
+    return [a or b for a, b in LINK.findall(text)]
+
+
+def test_readme_is_a_short_front_door_with_the_two_commands_first():
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(text.splitlines()) <= 300
+    first_block = text.split("```")[1]
+    assert "python -m pip install -e . && python -m harness run tasks/synthetic.yaml" in first_block
+    assert 'python -m pip install -e ".[test]" && python -m pytest -q' in first_block
+    assert "python -m pytest -q" in (ROOT / ".ci" / "run").read_text()  # CI runs the README's test command
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=[str(d.relative_to(ROOT)) for d in DOCS])
+def test_every_relative_link_resolves(doc):
+    broken = []
+    for target in links(doc):
+        if re.match(r"^[a-z]+:", target) or target.startswith("#"):
+            continue  # a web address or an anchor in the same page
+        path = (doc.parent / target.split("#")[0]).resolve()
+        if not path.exists():
+            broken.append(target)
+    assert broken == [], f"{doc.relative_to(ROOT)} links to missing files"
+
+
+def test_the_readme_links_every_docs_page():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    pages = [p for p in (ROOT / "docs").glob("*.md")]
+    missing = [p.name for p in pages if f"docs/{p.name}" not in readme]
+    assert missing == []
+
+
+def method_example(doc: str, head: str) -> str:
+    text = (ROOT / doc).read_text(encoding="utf-8")
+    blocks = re.findall(r"```python\n(.*?)```", text, flags=re.S)
+    complete = [b for b in blocks if b.startswith(head)]
+    assert len(complete) == 1, f"{doc} holds one complete method file, headed {head}<name>.py"
+    return complete[0]
+
+
+@pytest.mark.parametrize("doc,head", [("docs/methods.md", "# baselines/"), ("README.md", "# my_methods/")])
+def test_the_method_files_of_the_docs_run_as_written(doc, head, tiny_task, tmp_path, capsys):
+    code = method_example(doc, head)
+    assert not [l for l in code.splitlines() if re.match(r"\s*(from|import) harness", l)
+                and not re.match(r"\s*from harness\.api import", l)], "the example imports only harness.api"
+    name = re.search(r"# \w+/(\w+)\.py", code).group(1)
+    registered = re.search(r"register\(\"(\w+)\"\)", code).group(1)
+    plugins = tmp_path / "plugins"
+    plugins.mkdir()
+    (plugins / f"{name}.py").write_text(code)
+    task = tmp_path / "with_example.yaml"
+    task.write_text(f"base: {tiny_task}\nmethods:\n  {registered}: {json.dumps({'method': registered})}\n")
+    try:
+        assert cli.main(["run", str(task), "--methods", registered, "--epochs", "2", "--out", str(tmp_path / "out"),
+                         "--no-progress", "--include", str(plugins)]) == 0
+    finally:
+        registry.set_include(())
+    (result,) = (tmp_path / "out").rglob("seed0.json")
+    data = json.loads(result.read_text())
+    assert data["method"] == registered and all(v == v for v in data["metrics"].values())
+    assert registered in capsys.readouterr().out
