@@ -8,7 +8,10 @@ reaches the harness through ``H`` from here and through nothing else.
 from __future__ import annotations
 
 import importlib
+from pathlib import Path
 from types import SimpleNamespace
+
+import harness
 
 # name -> modules of the flat layout (before harness/ had sub-packages) that defined it
 _LEGACY = {
@@ -39,11 +42,22 @@ def _legacy() -> SimpleNamespace:
     return SimpleNamespace(**found)
 
 
-try:
+def from_first(name: str, *modules: str):
+    """``name`` from the first of ``modules`` this revision has (a plugin's helper that moved with the
+    layout, such as ``word_counts`` of the synthetic_precomp source)."""
+    for module_name in modules:
+        try:
+            return getattr(importlib.import_module(module_name), name)
+        except (ImportError, AttributeError):
+            continue
+    raise ImportError(f"none of {', '.join(modules)} defines {name}")
+
+
+# Ask the measured checkout itself: an editable install of another checkout would otherwise answer an
+# import of harness.api that this revision's harness/ cannot.
+if (Path(harness.__file__).resolve().parent / "api.py").exists():
     from harness import api as H
-except ModuleNotFoundError as err:
-    if err.name != "harness.api":
-        raise
+else:
     H = _legacy()
 
-__all__ = ["H"]
+__all__ = ["H", "from_first"]

@@ -26,8 +26,9 @@ import torch.nn.functional as F
 from baselines.scan import DEFAULT_MEMORY_BUDGET, plan_chunks, xattn_similarity
 from baselines import scan_original as original_procedure
 from baselines.scan_original import per_caption_similarity
-from benchmarks.compat import H
-from harness.data.sources.synthetic_precomp import word_counts
+from benchmarks.compat import H, from_first
+
+word_counts = from_first("word_counts", "harness.data.sources.synthetic_precomp", "harness.sources.synthetic_precomp")
 
 SETTINGS = {"i2t": (4.0, 5.0), "t2i": (9.0, 6.0)}  # Flickr30K lambda_softmax, lambda_lse
 

@@ -168,10 +168,9 @@ def discover() -> None:
     global _discovered
     if _discovered:
         return
-    _discovered = True
     if not _include and os.environ.get(INCLUDE_ENV):
-        set_include(())
-        _discovered = True
+        set_include(())  # a process that never parsed --include (python -c, a notebook) still sees the variable
+    _discovered = True
     for package_name in PLUGIN_PACKAGES:
         package = importlib.import_module(package_name)
         for info in pkgutil.iter_modules(package.__path__):
@@ -206,7 +205,7 @@ def _import_file(file: Path) -> None:
     """Import a plugin file from outside the packages under a module name of its own."""
     file = file.resolve()
     tag = hashlib.sha256(str(file).encode()).hexdigest()[:8]
-    name = f"swamp_bench_include_{tag}.{file.stem}" if file.stem.isidentifier() else f"swamp_bench_include_{tag}"
+    name = f"swamp_bench_include_{tag}_{file.stem}" if file.stem.isidentifier() else f"swamp_bench_include_{tag}"
     if str(file.parent) not in sys.path:
         sys.path.append(str(file.parent))  # a plugin may import a helper module beside it
     _include_modules[file] = name
