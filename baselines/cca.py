@@ -73,6 +73,11 @@ class CCA(Method):
         for name in FITTED:
             self.register_buffer(name, torch.zeros(0, dtype=torch.float64))
 
+    @property
+    def embed_dim(self) -> int:
+        """Width of the canonical variates: ``dim`` (fewer when the features have fewer dimensions)."""
+        return self.params.dim
+
     def fit_closed_form(self, split: Split) -> None:
         """Fit on every training pair (a item ``b_to_a[j]`` with b item ``j``)."""
         x = take(split.a, split.b_to_a).flatten(1)  # (n, d_a)

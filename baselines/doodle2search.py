@@ -31,7 +31,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from harness.api import METHODS, ConfigError, Method, require
+from harness.api import METHODS, ConfigError, Method, bounded, require
 
 Terms = dict[str, tuple[float, torch.Tensor]]  # name -> (weight, value)
 
@@ -75,7 +75,7 @@ def domain_loss(logit_sketch: torch.Tensor, logit_pos: torch.Tensor, logit_neg: 
 
 @dataclass(frozen=True)
 class Doodle2SearchParams:
-    margin: float = 1.0
+    margin: float = bounded(1.0, gt=0)  # torch's triplet loss needs a positive margin
     w_triplet: float = 1.0
     w_domain: float = 1.0
     w_semantic: float = 1.0
@@ -86,7 +86,7 @@ class Doodle2SearchParams:
     dropout: float = 0.5
 
     def check(self, where: str) -> None:
-        require(self.margin >= 0 and self.negative_reversal >= 0, where, "margin and negative_reversal must be >= 0")
+        require(self.negative_reversal >= 0, where, "negative_reversal must be >= 0")
         require(min(self.w_triplet, self.w_domain, self.w_semantic) >= 0, where, "loss weights must be >= 0")
         require(0 <= self.ramp_start < self.ramp_end, where, "need 0 <= ramp_start < ramp_end (training steps)")
         require(self.domain_hidden > 0 and 0 <= self.dropout < 1, where, "domain_hidden > 0, dropout in [0, 1)")

@@ -32,8 +32,9 @@ from harness.errors import ConfigError, DataError, RunError, did_you_mean, unkno
 # --- registries: decorate a class with @METHODS.register("name") (SOURCES, ENCODERS likewise); readers of
 # other codes' encoder weights register with @STATE_FORMATS.register("name")
 from harness.config.registry import ENCODERS, METHODS, SOURCES, STATE_FORMATS, Registry
-# --- parameters: every plugin declares a frozen dataclass ``Params`` whose optional ``check(where)`` calls require
-from harness.config.params import as_dict, parse as parse_params, require
+# --- parameters: every plugin declares a frozen dataclass ``Params``; a field's range is declared beside it with
+# bounded(default, ge=..., gt=...), and an optional ``check(where)`` calls require for what spans several fields
+from harness.config.params import as_dict, bounded, parse as parse_params, require
 # --- the method interface and the parts methods share
 from harness.method import Method
 from harness.ops.queue import EmbeddingQueue, chunk_bounds
@@ -68,7 +69,7 @@ from harness.store.provenance import environment
 __all__ = [
     "ConfigError", "DataError", "RunError", "did_you_mean", "unknown",
     "ENCODERS", "METHODS", "SOURCES", "STATE_FORMATS", "Registry",
-    "as_dict", "parse_params", "require",
+    "as_dict", "bounded", "parse_params", "require",
     "Method", "EmbeddingQueue", "chunk_bounds",
     "LOSSES", "collapsed_value", "infonce_loss", "max_violation_loss", "plateau_key", "sum_violation_loss",
     "log_softmax_nograd", "sinkhorn", "gather_rows", "global_batch_sum", "is_distributed", "rank_and_world",

@@ -24,6 +24,8 @@ def parse_seeds(text: str) -> list[int]:
         raise ConfigError(f"--seeds {text!r}: expected comma-separated integers such as 0,1,2 or 0-4") from None
     if not seeds or min(seeds) < 0 or len(set(seeds)) != len(seeds):
         raise ConfigError(f"--seeds {text!r}: expected distinct non-negative integers")
+    if max(seeds) >= 2**63:
+        raise ConfigError(f"--seeds {text!r}: seeds must be below 2^63 (torch's seed is a 64-bit integer)")
     return seeds
 
 
@@ -162,8 +164,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def _run_all(runs: list, opts) -> list[dict]:
     """Run (or skip, when finished) every planned run; the result dicts, on rank 0."""
-    from harness.run import preflight
-    from harness.run import runner
+    from harness.run import memory, preflight, runner
 
     finished = [runner.finished_result(run, opts) for run in runs]  # conflicts fail before any training
     results, data, data_key = [], None, None
@@ -175,8 +176,11 @@ def _run_all(runs: list, opts) -> list[dict]:
             results.append(done)
             continue
         if _data_key(run) != data_key:
-            data, data_key = runner.load_data(run.spec), _data_key(run)
-            preflight.check_builds([r for r, d in zip(runs, finished) if d is None and _data_key(r) == data_key], data)
+            memory.check_data(run.spec, opts.device)
+            data, data_key = _load_data(run.spec), _data_key(run)
+            pending = [r for r, d in zip(runs, finished) if d is None and _data_key(r) == data_key]
+            preflight.check_builds(pending, data)
+            memory.check_runs(pending, data, opts.device)
         result = _run_locked(run, data, opts, tag)
         if result is not None:
             results.append(result)
@@ -195,6 +199,19 @@ def _code_changed(run, done: dict) -> str:
     now = code_record(classes_of(run.spec, run.method))["files"]
     changed = sorted(f for f in set(then) | set(now) if then.get(f) != now.get(f))
     return f"; note: its code changed since ({', '.join(changed)})" if changed else ""
+
+
+def _load_data(spec):
+    """The task's data; running out of host memory while loading is one line and exit status 3."""
+    from harness.run import guards, runner
+
+    try:
+        return runner.load_data(spec)
+    except Exception as err:
+        if not guards.is_oom(err):
+            raise
+        raise RunError(f"out of memory while loading dataset {spec.dataset.kind!r} of {spec.path}: reduce its sizes "
+                       "(dataset settings, or --set dataset.KEY=VALUE); nothing was written") from None
 
 
 def _data_key(run) -> str:

@@ -125,7 +125,40 @@ def render(lines: dict[str, str | None]) -> str:
         "| # | group | id | mistake | what `python -m harness` prints (stderr) |",
         "|---|---|---|---|---|",
     ]
-    return "\n".join(head + [row(n, c, lines.get(c.id)) for n, c in enumerate(CASES, 1)]) + "\n"
+    return "\n".join(head + [row(n, c, lines.get(c.id)) for n, c in enumerate(CASES, 1)] + generated()) + "\n"
+
+
+def generated() -> list[str]:
+    """The section on the generated inputs of tests/test_fuzz.py (its strategies and example counts)."""
+    from tests import test_fuzz as fuzz
+    from tests.fuzz_tasks import BASES, WITHOUT_FIXTURE
+
+    default, thorough = fuzz.COUNTS["default"], fuzz.COUNTS["thorough"]
+    return [
+        "", "## Generated inputs", "",
+        "Beside the hand-written rows, `tests/test_fuzz.py` generates inputs with Hypothesis (derandomized: the "
+        "same examples on every machine) and requires of each the same as of a row, except that a generated "
+        "input may also be valid (exit 0, a one-epoch run) or stop while running (exit 3, one line).", "",
+        "| class | what is generated | examples (default / `SWAMP_BENCH_FUZZ=thorough`, which CI also runs) |",
+        "|---|---|---|",
+        f"| task files | each of the {len(BASES)} task files below, made small (tests/fuzz_tasks.py) and changed "
+        f"one to three times: {'; '.join(fuzz.MUTATIONS)}; values: {'; '.join(fuzz.VALUE_CLASSES)} | "
+        f"{default[0]} per task file ({default[0] * len(BASES)}) / {thorough[0]} per task file "
+        f"({thorough[0] * len(BASES)}) |",
+        f"| command-line flags | up to two `--set NAME.KEY=VALUE` over {len(fuzz.SET_KEYS)} keys (valid and "
+        "misspelt) with valid, malformed and extreme values; an optional `--sweep`; `--seeds` lists, ranges and "
+        "junk; `--methods` valid, repeated, empty and unknown; `--epochs` valid and invalid | "
+        f"{default[1]} / {thorough[1]} |",
+        "| escapes | the inputs that once raised an exception (unhashable registry names, impossible and "
+        "unallocatable sizes, non-finite or float32-overflowing numbers, seeds beyond 64 bits, encoders of two "
+        "widths, a zero triplet margin), each a fixed "
+        f"regression test | {len(fuzz.ESCAPES) + len(fuzz.FOUND) + len(fuzz.FOUND_FLAGS)} |", "",
+        f"Task files fuzzed: {', '.join(f'`{b}`' for b in sorted(BASES))}"
+        + (f"; not fuzzed (no fixture): {', '.join(WITHOUT_FIXTURE)}" if WITHOUT_FIXTURE else " (every file in "
+           "`tasks/`)") + ". Runs are capped at "
+        f"{fuzz.MEMORY_GIB} GiB by `SWAMP_BENCH_MEMORY_GIB`, so a generated size that needs more stops in the "
+        "memory preflight.",
+    ]
 
 
 def write() -> Path:

@@ -3,12 +3,14 @@
 Every configurable part (method, encoder, data source, training settings) declares
 its parameters as a frozen dataclass. :func:`parse` checks the keys (unknown keys
 fail with "did you mean"), the types (an int is accepted for a float, nothing else
-is coerced) and finally calls the dataclass's own ``check()`` for ranges.
-A field may carry ``metadata={"key": "lambda"}`` when its YAML name is a Python keyword.
+is coerced; numbers must be finite) and the ranges fields declare with :func:`bounded`, then calls
+the dataclass's own ``check()`` for what depends on several fields. A field may carry
+``metadata={"key": "lambda"}`` when its YAML name is a Python keyword.
 """
 from __future__ import annotations
 
 import dataclasses
+import math
 import types
 import typing
 from collections.abc import Mapping
@@ -17,6 +19,8 @@ from typing import Any, TypeVar
 from harness.errors import ConfigError, unknown
 
 P = TypeVar("P")
+FLOAT32_MAX = 3.4028234663852886e38  # every float setting fits torch's float32
+INT_LIMIT = 2**63  # every integer setting fits a 64-bit signed integer (what numpy and torch take as a size)
 
 
 def yaml_key(field: dataclasses.Field) -> str:
@@ -42,6 +46,7 @@ def parse(cls: type[P], raw: Mapping[str, Any] | None, where: str) -> P:
             raise unknown("key", str(key), by_key, where)
         field = by_key[key]
         values[field.name] = coerce(value, hints[field.name], f"{where}.{key}")
+        check_range(values[field.name], field, f"{where}.{key}")
     missing = [k for k, f in by_key.items() if k not in raw and _required(f)]
     if missing:
         raise ConfigError(f"{where} is missing required key(s): {', '.join(missing)}")
@@ -50,6 +55,38 @@ def parse(cls: type[P], raw: Mapping[str, Any] | None, where: str) -> P:
     if check is not None:
         check(where)
     return obj
+
+
+def bounded(default: Any = dataclasses.MISSING, *, ge: float | None = None, gt: float | None = None,
+            le: float | None = None, lt: float | None = None, key: str | None = None) -> Any:
+    """A parameter field with its range, declared beside it: ``seed: int = bounded(0, ge=0)``. :func:`parse`
+    refuses a value outside the range (for a tuple, any element outside it) with the range in the message."""
+    meta: dict[str, Any] = {"range": {k: v for k, v in (("ge", ge), ("gt", gt), ("le", le), ("lt", lt))
+                                      if v is not None}}
+    if key is not None:
+        meta["key"] = key
+    return dataclasses.field(default=default, metadata=meta)
+
+
+_RANGE_WORDS = {"ge": (">=", lambda v, b: v >= b), "gt": (">", lambda v, b: v > b),
+                "le": ("<=", lambda v, b: v <= b), "lt": ("<", lambda v, b: v < b)}
+
+
+def check_range(value: Any, field: dataclasses.Field, where: str) -> None:
+    """ConfigError unless ``value`` (each element of a tuple) lies in the range ``field`` declares."""
+    limits = field.metadata.get("range") or {}
+    for item in (value if isinstance(value, tuple) else (value,)):
+        if item is None or not isinstance(item, (int, float)):
+            continue
+        failed = [f"{word} {bound}" for name, bound in limits.items()
+                  for word, holds in [_RANGE_WORDS[name]] if not holds(item, bound)]
+        if failed:
+            shown = f"{value!r}" if not isinstance(value, tuple) else f"{list(value)!r} (element {item!r})"
+            raise ConfigError(f"{where} must be {' and '.join(f'{w}' for w in _range_text(limits))}, got {shown}")
+
+
+def _range_text(limits: dict[str, float]) -> list[str]:
+    return [f"{_RANGE_WORDS[name][0]} {bound}" for name, bound in limits.items()]
 
 
 def _required(field: dataclasses.Field) -> bool:
@@ -79,10 +116,23 @@ def coerce(value: Any, hint: Any, where: str) -> Any:
         return value
     if hint is float:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
+            try:
+                number = float(value)
+            except OverflowError:
+                raise ConfigError(f"{where} must be a finite number, got an integer of {len(str(value))} digits") \
+                    from None
+            if not math.isfinite(number):
+                raise ConfigError(f"{where} must be a finite number, got {value!r}")
+            if abs(number) > FLOAT32_MAX:
+                raise ConfigError(f"{where} must lie within float32's range (magnitude at most 3.4e38, what torch "
+                                  f"computes in), got {value!r}")
+            return number
         raise _type_error(value, hint, where)
     if hint is int:
         if isinstance(value, int) and not isinstance(value, bool):
+            if not -INT_LIMIT <= value < INT_LIMIT:
+                raise ConfigError(f"{where} must be an integer between -2^63 and 2^63 - 1, got one of "
+                                  f"{len(str(abs(value)))} digits")
             return value
         raise _type_error(value, hint, where)
     if hint in (bool, str):

@@ -57,6 +57,11 @@ def assemble(method: tuple[type, Any], encoders: dict[str, tuple[Any, Any]], dat
     wrapped by the method (class, params), on ``device``."""
     shapes = data.input_shapes()
     built = {m: cls.build(shapes[m], params) for m, (cls, params) in encoders.items()}
+    widths = {m: getattr(enc, "out_dim", None) for m, enc in built.items()}
+    if len({w for w in widths.values() if w is not None}) > 1:
+        raise ConfigError(f"{where}: encoders disagree on the embedding size: "
+                          f"{', '.join(f'{m}: {w}' for m, w in widths.items())}; give encoders.a and encoders.b the "
+                          "same output size (dim)")
     for modality, weights in data.fixed_weights.items():
         fix_weights(built[modality], weights, f"{where}: encoders.{modality} ({encoders[modality][0].registry_name})")
     method_cls, method_params = method

@@ -29,7 +29,10 @@ from harness.config.spec import TaskSpec
 MAX_CONSECUTIVE_SKIPS = 10
 F = TypeVar("F", bound=Callable[..., Any])
 _OOM_CLASSES = (getattr(torch, "OutOfMemoryError", torch.cuda.OutOfMemoryError), MemoryError)
-_OOM_TEXT = ("out of memory", "can't allocate memory", "cannot allocate memory")
+_OOM_TEXT = ("out of memory", "can't allocate memory", "cannot allocate memory",
+             # sizes so large that the allocator's arithmetic overflows before it can say it is out of memory
+             "storage size calculation overflowed", "overflow when unpacking long", "array is too big",
+             "too large to convert", "maximum supported dimension")
 
 
 def hyperparameters(spec: TaskSpec, name: str) -> str:
@@ -97,9 +100,10 @@ def _all_finite(loss: torch.Tensor) -> bool:
 
 
 def is_oom(err: BaseException) -> bool:
-    """CUDA's OutOfMemoryError, MemoryError, or an allocator RuntimeError saying memory ran out."""
-    return isinstance(err, _OOM_CLASSES) or (isinstance(err, RuntimeError) and
-                                             any(t in str(err).lower() for t in _OOM_TEXT))
+    """CUDA's OutOfMemoryError, MemoryError, or an allocator error saying memory ran out or that a size cannot
+    be allocated at all (its byte count overflows)."""
+    return isinstance(err, _OOM_CLASSES) or (isinstance(err, (RuntimeError, TypeError, ValueError, OverflowError))
+                                             and any(t in str(err).lower() for t in _OOM_TEXT))
 
 
 def memory_settings(spec: TaskSpec, name: str, phase: str) -> str:

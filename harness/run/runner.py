@@ -99,12 +99,13 @@ def run_one(run: Run, data: PairedData, opts: RunOptions) -> dict[str, Any] | No
     data = data.for_device(opts.device)
     torch.manual_seed(seed)
     m = spec.methods[name]
-    method = build_method(spec, name, data, opts.device)
+    path = result_path(opts.out, spec.name, run.run_name, seed)
+    resume = ckpt.resume_path(path)
+    method = guards.on_oom(build_method, "building the model", f"the sizes of {name} (e.g. {name}.queue) or of "
+                           "encoders.a/b", opts.device, resume)(spec, name, data, opts.device)
     if opts.init is not None:
         ckpt.load_encoders(method, opts.init)
-    path = result_path(opts.out, spec.name, run.run_name, seed)
     prof = Profiler(opts.device)
-    resume = ckpt.resume_path(path)
     test_memory = guards.memory_settings(spec, name, "test")
     precision = m.train.precision
 

@@ -24,7 +24,7 @@ import scipy.io
 import torch
 from torchvision.transforms.v2 import functional as TF
 
-from harness.api import SOURCES, DataError, ImageTensor, PairedData, Split, expand_root, require, require_files
+from harness.api import SOURCES, DataError, ImageTensor, PairedData, Split, bounded, expand_root, require, require_files
 
 ORIGIN = ("QMUL-Shoe and QMUL-Chair (Yu et al., Sketch Me That Shoe, CVPR 2016), as released with "
           "yuqian1023/Deep_SBIR_tf @ 838c17c, data/<category>/; sketches paired with photo edge maps")
@@ -37,7 +37,7 @@ class QMULParams:
     category: Literal["shoes", "chairs"] = "shoes"
     image_size: int = 96
     val_fraction: float = 0.1
-    split_seed: int = 0
+    split_seed: int = bounded(0, ge=0)
     crop_scale: tuple[float, ...] = (0.8, 1.0)  # () = no augmentation
 
     def check(self, where: str) -> None:

@@ -13,12 +13,12 @@ from dataclasses import dataclass
 
 import torch
 
-from harness.api import SOURCES, SPLITS, PairedData, RandomImages, SemanticTriplets, Split, require
+from harness.api import SOURCES, SPLITS, PairedData, RandomImages, SemanticTriplets, Split, bounded, require
 
 
 @dataclass(frozen=True)
 class SketchShapesParams:
-    seed: int = 0
+    seed: int = bounded(0, ge=0)
     classes: tuple[int, ...] = (93, 11, 21)  # train, val, test
     sketches: tuple[int, ...] = (600, 200, 12694)
     photos: tuple[int, ...] = (600, 200, 12553)

@@ -16,17 +16,17 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from harness.api import SOURCES, PairedData, Split, require, standardize
+from harness.api import SOURCES, PairedData, Split, bounded, require, standardize
 
 
 @dataclass(frozen=True)
 class SyntheticParams:
-    seed: int = 0
-    n_classes: int = 20
-    latent_dim: int = 5
-    pairs_per_class: int = 500
-    out_dim: int = 100
-    hidden: tuple[int, ...] = (50, 50)
+    seed: int = bounded(0, ge=0)
+    n_classes: int = bounded(20, ge=1)
+    latent_dim: int = bounded(5, ge=1)
+    pairs_per_class: int = bounded(500, ge=1)
+    out_dim: int = bounded(100, ge=1)
+    hidden: tuple[int, ...] = bounded((50, 50), ge=1)
     mean_scale: float = 1.0
     spread: float = 0.5
     split_sizes: tuple[int, ...] = (7000, 1000, 2000)
@@ -77,6 +77,17 @@ class SyntheticGaussian:
     """Synthetic Gaussian-mixture pairs (paper Appendix E)."""
 
     Params = SyntheticParams
+
+    @staticmethod
+    def estimate_bytes(p: SyntheticParams) -> list[tuple[str, int, str]]:
+        """What :func:`generate` allocates at its peak (float64 numpy): both random nets' weights, the
+        activations of the widest layer (three arrays of it at once) and both float32 outputs."""
+        n = p.n_classes * p.pairs_per_class
+        sizes = [p.latent_dim, *p.hidden, p.out_dim]
+        weights = 2 * 8 * sum(a * b + b for a, b in zip(sizes[:-1], sizes[1:]))
+        return [("generated features", 3 * 8 * n * max(sizes) + 2 * 2 * 4 * n * p.out_dim,
+                 "dataset.pairs_per_class, dataset.out_dim or dataset.hidden"),
+                ("random nets' weights", weights, "dataset.hidden, dataset.latent_dim or dataset.out_dim")]
 
     @staticmethod
     def load(p: SyntheticParams) -> PairedData:

@@ -15,12 +15,12 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from harness.api import END, SOURCES, SPECIALS, SPLITS, START, PairedData, Split, TokenCaptions, require
+from harness.api import END, SOURCES, SPECIALS, SPLITS, START, PairedData, Split, TokenCaptions, bounded, require
 
 
 @dataclass(frozen=True)
 class SyntheticPrecompParams:
-    seed: int = 0
+    seed: int = bounded(0, ge=0)
     images: tuple[int, ...] = (640, 100, 1000)
     captions_per_image: int = 5
     regions: int = 36
@@ -68,6 +68,15 @@ class SyntheticPrecomp:
     """Shape-faithful random stand-in for SCAN's precomputed features (timing only)."""
 
     Params = SyntheticPrecompParams
+
+    @staticmethod
+    def estimate_bytes(p: SyntheticPrecompParams) -> list[tuple[str, int, str]]:
+        """Region features (float32, regions x feature_dim per image) and captions (int64, max_words each)."""
+        images = sum(p.images)
+        return [("region features", 2 * 4 * images * p.regions * p.feature_dim,
+                 "dataset.images, dataset.regions or dataset.feature_dim"),
+                ("captions", 8 * images * p.captions_per_image * p.max_words,
+                 "dataset.max_words or dataset.captions_per_image")]
 
     @staticmethod
     def load(p: SyntheticPrecompParams) -> PairedData:

@@ -16,13 +16,13 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from harness.api import SOURCES, SPLITS, CaptionDraw, PaddedCaptions, PairedData, Split, require
+from harness.api import SOURCES, SPLITS, CaptionDraw, PaddedCaptions, PairedData, Split, bounded, require
 from harness.data.sources.synthetic_precomp import word_counts
 
 
 @dataclass(frozen=True)
 class SyntheticVideoParams:
-    seed: int = 0
+    seed: int = bounded(0, ge=0)
     videos: tuple[int, ...] = (6400, 100, 1000)
     train_captions_per_video: int = 1
     feature_dim: int = 4096
@@ -62,6 +62,14 @@ class SyntheticVideo:
     """Shape-faithful random stand-in for HowTo100M's MSR-VTT / YouCook2 / LSMDC features (timing only)."""
 
     Params = SyntheticVideoParams
+
+    @staticmethod
+    def estimate_bytes(p: SyntheticVideoParams) -> list[tuple[str, int, str]]:
+        """Videos (float32, feature_dim each), padded captions (int64, max_words each) and the word table."""
+        videos, captions = sum(p.videos), sum(p.videos) * max(p.train_captions_per_video, 1)
+        return [("video features", 2 * 4 * videos * p.feature_dim, "dataset.videos or dataset.feature_dim"),
+                ("padded captions", 8 * captions * p.max_words, "dataset.max_words or dataset.videos"),
+                ("word vectors", 4 * p.vocab_size * p.word_dim, "dataset.vocab_size or dataset.word_dim")]
 
     @staticmethod
     def load(p: SyntheticVideoParams) -> PairedData:

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from harness.api import SOURCES, DataError, PairedData, Split, expand_root, require, standardize_splits
+from harness.api import SOURCES, DataError, PairedData, Split, bounded, expand_root, require, standardize_splits
 
 FILES = ("raw_features.mat", "trainset_txt_img_cat.list", "testset_txt_img_cat.list")
 PUBLISHED_AT = ("The features and lists are published with the dataset (Rasiwasia et al. 2010) and mirrored in "
@@ -32,7 +32,7 @@ PUBLISHED_AT = ("The features and lists are published with the dataset (Rasiwasi
 class WikipediaParams:
     root: str = "${WIKIPEDIA_DATA:-../shared/data/wikipedia}"
     val_pairs: int = 173
-    split_seed: int = 0
+    split_seed: int = bounded(0, ge=0)
     standardize: bool = True
 
     def check(self, where: str) -> None:
