@@ -3,14 +3,14 @@ chairs, each sketch paired with one photo's edge map (the RGB photos are not in 
 
 Files under ``root``: ``<category>_{sketch,edge}_db_{train,test}.mat`` (MATLAB v5, key ``data``,
 uint8 N × 256 × 256; row i of the sketch file and row i of the edge file of a split are the same
-item). Shoes: 304 train / 115 test pairs; chairs: 200 / 97. Origin of the copy in
-``../shared/data/qmul_sbir``: yuqian1023/Deep_SBIR_tf @ 838c17c, ``data/<category>/``.
+item). Shoes: 304 train / 115 test pairs; chairs: 200 / 97. Published with yuqian1023/Deep_SBIR_tf
+@ 838c17c, ``data/<category>/``.
 
-``root`` defaults to ``${QMUL_SBIR:-../shared/data/qmul_sbir}``: the environment variable
-``QMUL_SBIR`` names the folder, else the shared data beside the checkout (relative to the
-working directory, the checkout root). Images are resized once to ``image_size`` and
-standardised with the training items' mean and std per modality. Validation is a seeded
-slice (``val_fraction``) of the training items, so epochs are chosen without the test split.
+``root`` defaults to ``${QMUL_SBIR:-data/qmul_sbir}``: the environment variable
+``QMUL_SBIR`` names the folder, else ``data/qmul_sbir`` (relative to the working directory).
+Images are resized once to ``image_size`` and standardised with the training items' mean and std
+per modality. Validation is a seeded slice (``val_fraction``) of the training items, so epochs are
+chosen without the test split.
 With ``crop_scale`` every training image taken is a random resized crop (light augmentation).
 """
 from __future__ import annotations
@@ -33,7 +33,7 @@ DRAWINGS = ("sketch", "edge")  # the two kinds of .mat file per category and spl
 
 @dataclass(frozen=True)
 class QMULParams:
-    root: str = "${QMUL_SBIR:-../shared/data/qmul_sbir}"
+    root: str = "${QMUL_SBIR:-data/qmul_sbir}"
     category: Literal["shoes", "chairs"] = "shoes"
     image_size: int = 96
     val_fraction: float = 0.1

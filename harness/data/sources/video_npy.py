@@ -75,7 +75,7 @@ def read_video(path: Path, p: VideoNpyParams) -> np.ndarray:
 
 @SOURCES.register("video_npy")
 class VideoNpy:
-    """Per-video feature arrays and a caption file (e.g. ../shared/data/msrvtt_vgg128)."""
+    """Per-video feature arrays and a caption file (e.g. the MSR-VTT VGG features of tasks/msrvtt_vgg128.yaml)."""
 
     Params = VideoNpyParams
 

@@ -30,7 +30,7 @@ PUBLISHED_AT = ("The features and lists are published with the dataset (Rasiwasi
 
 @dataclass(frozen=True)
 class WikipediaParams:
-    root: str = "${WIKIPEDIA_DATA:-../shared/data/wikipedia}"
+    root: str = "${WIKIPEDIA_DATA:-data/wikipedia}"
     val_pairs: int = 173
     split_seed: int = bounded(0, ge=0)
     standardize: bool = True
