@@ -1,4 +1,4 @@
-"""Command line: ``python -m harness {run,list,table,plot,clusters,ensemble,bench} ...``. Bad input exits with status 2."""
+"""Command line: ``python -m harness {run,list,table,plot,clusters,ensemble,compare,bench} ...``. Bad input exits with status 2."""
 from __future__ import annotations
 
 import argparse
@@ -94,6 +94,9 @@ def build_parser() -> argparse.ArgumentParser:
     plot.add_argument("--reference", default=None, metavar="RUN", help="run drawn as a horizontal mean ± std band")
     plot.add_argument("--out", default=None, help="output path without suffix (default: FOLDER/plots/<x>_<metric>)")
     plot.add_argument("--logx", action="store_true", help="logarithmic x axis")
+    plot.add_argument("--ignore", action="append", default=[], metavar="NAME.KEY",
+                      help="a setting the sweep's runs share but the task file does not, e.g. train.epochs "
+                           "(repeatable)")
     clusters = sub.add_parser("clusters", help="report on the prototypes a trained SwAMP model learned", parents=[plugins])
     clusters.add_argument("target", help="result file (seed<k>.json) or its checkpoint (seed<k>.pt)")
     clusters.add_argument("--out", default=None, help="report folder (default: beside the result, <run>/clusters-seed<k>)")
@@ -106,6 +109,17 @@ def build_parser() -> argparse.ArgumentParser:
     ens.add_argument("--out", default=None, help="results folder (default: the one holding the first run's task)")
     ens.add_argument("--device", default="auto", help="auto (default), cpu, cuda or cuda:N")
     ens.add_argument("--data-root", default=None, help="dataset folder (sets dataset.root)")
+    comp = sub.add_parser("compare", help="accuracy regressions: two result folders of the same task(s), per metric")
+    comp.add_argument("old", help="result folder before the change, e.g. results/synthetic")
+    comp.add_argument("new", help="result folder after it, e.g. runs/synthetic")
+    comp.add_argument("--metric", action="append", default=[], metavar="METRIC",
+                      help="compare only this metric, e.g. a2b/R@1 (repeatable; default: every metric of both)")
+    comp.add_argument("--alpha", type=float, default=0.05, help="significance level (default: 0.05)")
+    comp.add_argument("--min-diff", type=float, default=0.5,
+                      help="smallest difference, in the metric's units, that counts as a change (default: 0.5)")
+    comp.add_argument("--fail-on-change", action="store_true", help="exit 1 when a change is flagged")
+    comp.add_argument("--only-flagged", action="store_true", help="list only the flagged metrics")
+    comp.add_argument("--format", default="simple", help="table format (tabulate name, e.g. github)")
     from harness.bench import DEFAULT_FACTOR
 
     bench = sub.add_parser("bench", help="regression gate: asv suite on REV and on the working tree; exit 1 if slower")
@@ -137,9 +151,12 @@ def cmd_run(args: argparse.Namespace) -> int:
                      parse_seeds(args.seeds), args.epochs, checkpoint.init_label(init) if init else None)
     _plugin_warnings()  # before the runs start rather than after their tables
     names = list(dict.fromkeys(r.run_name for r in runs))
-    if args.reference is not None and args.reference not in names:
+    try:
+        args.reference = plan.resolve_reference(args.reference, ((r.run_name, r.method) for r in runs))
+    except ConfigError:
         raise ConfigError(f"--reference {args.reference!r} is not among this command's runs: {', '.join(names)}"
-                          f"{did_you_mean(args.reference, names)}; name one of them")
+                          f"{did_you_mean(args.reference, names)}; name one of them (or the method of exactly "
+                          "one of them)") from None
     if args.test_stat is not None:
         tables.tested_column(tables.column_stats(P.as_dict(runs[0].spec.metrics)), args.test_stat)
     out = Path(args.out)
@@ -303,6 +320,12 @@ def cmd_ensemble(args: argparse.Namespace) -> int:
     return ensemble.cmd(args)
 
 
+def cmd_compare(args: argparse.Namespace) -> int:
+    from harness.report import compare
+
+    return compare.cmd(args)
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
     from harness import bench
 
@@ -321,7 +344,7 @@ def main(argv: list[str] | None = None) -> int:
             raise _unrecognized(args.subcommands[args.command], extra)
         registry.set_include(getattr(args, "include", []))
         handler = {"run": cmd_run, "list": cmd_list, "table": cmd_table, "plot": cmd_plot, "clusters": cmd_clusters,
-                   "ensemble": cmd_ensemble, "bench": cmd_bench}[args.command]
+                   "ensemble": cmd_ensemble, "compare": cmd_compare, "bench": cmd_bench}[args.command]
         code = handler(args)
         _plugin_warnings()
         return code

@@ -145,3 +145,34 @@ def test_init_axis_labels_the_task_default_random(folder, capsys):
     points = read_points(stem)
     assert float(points[("swamp", "random")]["mean"]) == pytest.approx(89.0)
     assert float(points[("swamp", "contrastive")]["mean"]) == pytest.approx(91.0)
+
+
+@pytest.fixture
+def short_sweep(tmp_path: Path) -> Path:
+    """A K sweep made with --epochs 5 (every run varies train.epochs too) and a contrastive run likewise."""
+    root = tmp_path / "results"
+    for k, r1 in ((200, 80.0), (500, 85.0), (1000, 88.0)):
+        varied = {"train.epochs": 5} if k == 1000 else {"K": k, "train.epochs": 5}
+        run = "swamp@train.epochs=5" if k == 1000 else f"swamp@K={k},train.epochs=5"
+        write_result(root, run, 0, r1, varied=varied)
+    write_result(root, "contrastive@train.epochs=5", 0, 60.0, method=CONTRASTIVE, varied={"train.epochs": 5})
+    return root / "toy"
+
+
+def test_a_sweep_made_with_epochs_plots_with_ignore_and_says_so_without(short_sweep, tmp_path, capsys):
+    out = tmp_path / "fig"
+    assert cli.main(["plot", str(short_sweep), "--x", "swamp.K", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "also varies train.epochs (pass --ignore train.epochs" in err
+    assert cli.main(["plot", str(short_sweep), "--x", "swamp.K", "--out", str(out), "--ignore", "train.epochs",
+                     "--reference", "contrastive"]) == 0  # the method's only run is its reference
+    points = read_points(out)
+    assert {x for method, x in points if method == "swamp"} == {"200", "500", "1000"}
+    assert ("reference: contrastive@train.epochs=5", "") in points  # the method named its only run
+
+
+def test_ignore_refuses_a_setting_that_differs_between_the_runs(short_sweep, tmp_path, capsys):
+    write_result(short_sweep.parent, "swamp@K=300,train.epochs=7", 0, 81.0, varied={"K": 300, "train.epochs": 7})
+    assert cli.main(["plot", str(short_sweep), "--x", "swamp.K", "--out", str(tmp_path / "f"),
+                     "--ignore", "train.epochs"]) == 2
+    assert "--ignore train.epochs: the runs of the figure differ in it" in capsys.readouterr().err

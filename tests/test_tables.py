@@ -179,3 +179,18 @@ def test_caption_names_the_data_origin(results, tmp_path):
     tables.write_tables(results, tmp_path)
     for name in ("accuracy.md", "timing.tex"):
         assert "Data: QMUL-Shoe, yuqian1023/Deep_SBIR_tf @ 838c17c." in (tmp_path / name).read_text()
+
+
+def test_a_reference_may_name_the_method_of_exactly_one_run():
+    from harness.config.plan import resolve_reference
+    from harness.errors import ConfigError
+
+    runs = [("contrastive@train.epochs=5", "contrastive"), ("swamp@train.epochs=5", "swamp"),
+            ("swamp@K=200,train.epochs=5", "swamp")]
+    assert resolve_reference("contrastive", runs) == "contrastive@train.epochs=5"
+    assert resolve_reference("swamp@K=200,train.epochs=5", runs) == "swamp@K=200,train.epochs=5"
+    assert resolve_reference(None, runs) is None
+    with pytest.raises(ConfigError, match=r"'swamp' is the method of 2 runs here .*name one of them"):
+        resolve_reference("swamp", runs)
+    with pytest.raises(ConfigError, match=r"unknown reference run 'contrastiv'.*did you mean"):
+        resolve_reference("contrastiv", runs)

@@ -12,10 +12,10 @@ import itertools
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 from harness.config import spec as specs
-from harness.errors import ConfigError
+from harness.errors import ConfigError, unknown
 from harness.config.spec import TaskSpec
 
 # Settings that change where data is read from (or cached), never what a run computes.
@@ -105,6 +105,25 @@ def diff(base: dict[str, Any], config: dict[str, Any], defaults: dict[str, Any] 
     fallback = flatten(defaults or {})
     a.update({k: fallback[k] for k in b.keys() - a.keys() if k in fallback})
     return {setting_name(k): b.get(k) for k in b.keys() | a.keys() if a.get(k) != b.get(k) and k not in NEUTRAL}
+
+
+def resolve_reference(name: str | None, runs: Iterable[tuple[str, str]]) -> str | None:
+    """The run a ``--reference`` names: a run folder name (``contrastive@train.epochs=5``) as is, or a method
+    name when exactly one run of that method is present. ``runs``: (run name, method) pairs. ConfigError when
+    it names no run, or a method of several runs (they are listed)."""
+    if name is None:
+        return None
+    pairs = list(runs)
+    names = list(dict.fromkeys(run for run, _ in pairs))
+    if name in names:
+        return name
+    of_method = list(dict.fromkeys(run for run, method in pairs if method == name))
+    if len(of_method) == 1:
+        return of_method[0]
+    if of_method:
+        raise ConfigError(f"reference {name!r} is the method of {len(of_method)} runs here ({', '.join(of_method)}); "
+                          "name one of them")
+    raise unknown("reference run", name, names)
 
 
 def ordered(varied: dict[str, Any]) -> dict[str, Any]:

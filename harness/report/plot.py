@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import argparse
 import csv
+import json
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.config.plan import resolve_reference
 from harness.errors import ConfigError, unknown
 from harness.store.schema import load_results
 
@@ -98,15 +100,32 @@ def on_axis(result: dict[str, Any], axis: Axis) -> bool:
     return axis.in_section or axis.key in result["config"].get("method", {}) or axis.key in varied(result)
 
 
-def select(results: list[dict[str, Any]], axis: Axis, metric: str) -> tuple[list[Point], dict[str, str]]:
-    """Points of the runs that vary at most the swept setting; the other runs with the reason."""
+def _named(result: dict[str, Any], key: str) -> str:
+    """A varied key as the command line names it: ``train.epochs`` as is, a method parameter ``swamp.K``."""
+    return key if key.split(".", 1)[0] in SECTIONS else f"{result['method']}.{key}"
+
+
+def select(results: list[dict[str, Any]], axis: Axis, metric: str,
+           ignore: tuple[str, ...] = ()) -> tuple[list[Point], dict[str, str]]:
+    """Points of the runs that vary at most the swept setting and the ``ignore``d settings (which must hold
+    one value across the figure's runs); the other runs with the reason."""
     points: dict[tuple[str, Any], Point] = {}
     excluded: dict[str, str] = {}
+    seen: dict[str, dict[str, str]] = {}  # ignored setting -> {its value: a run that has it}
     for r in (r for r in results if on_axis(r, axis)):
-        others = sorted(set(varied(r)) - {axis.key})
+        others = sorted(k for k in set(varied(r)) - {axis.key} if k not in ignore and _named(r, k) not in ignore)
         if others:
-            excluded[r["run_name"]] = f"also varies {', '.join(others)}"
-        elif metric not in r["metrics"]:
+            excluded[r["run_name"]] = (f"also varies {', '.join(others)} (pass --ignore {_named(r, others[0])} "
+                                       "when it is the same for every run of the sweep)")
+            continue
+        for key in ignore:
+            value = next((v for k, v in varied(r).items() if key in (k, _named(r, k))), None)
+            seen.setdefault(key, {}).setdefault(json.dumps(value, sort_keys=True, default=str), r["run_name"])
+            if len(seen[key]) > 1:
+                runs = ", ".join(f"{run} ({value})" for value, run in seen[key].items())
+                raise ConfigError(f"--ignore {key}: the runs of the figure differ in it ({runs}); it can only be "
+                                  "ignored when every run has the same value")
+        if metric not in r["metrics"]:
             excluded[r["run_name"]] = f"has no metric {metric}"
         else:
             point = points.setdefault((r["method"], x_value(r, axis)), Point(r["method"], x_value(r, axis)))
@@ -242,9 +261,8 @@ def _reference(results: list[dict[str, Any]], name: str | None, metric: str) -> 
     """(run name, metric per seed) of the reference run, or None when none was asked for."""
     if name is None:
         return None
+    name = resolve_reference(name, ((r["run_name"], r["method"]) for r in results))
     runs = [r for r in results if r["run_name"] == name]
-    if not runs:
-        raise unknown("reference run", name, {r["run_name"] for r in results})
     if any(metric not in r["metrics"] for r in runs):
         raise ConfigError(f"reference run {name!r} has no metric {metric!r}")
     return name, [r["metrics"][metric] for r in runs]
@@ -252,7 +270,8 @@ def _reference(results: list[dict[str, Any]], name: str | None, metric: str) -> 
 
 def _command(args: argparse.Namespace, metric: str) -> str:
     """The command line that regenerates the figure (written into its table)."""
-    options = [("--reference", args.reference), ("--out", args.out)]
+    options = [("--reference", args.reference), ("--out", args.out),
+               *(("--ignore", key) for key in getattr(args, "ignore", ()) or ())]
     return (f"python -m harness plot {args.folder} --x {args.x} --metric {metric}"
             + "".join(f" {flag} {value}" for flag, value in options if value) + (" --logx" if args.logx else ""))
 
@@ -268,7 +287,7 @@ def cmd(args: argparse.Namespace) -> int:
     axis = parse_x(args.x)
     check_axis(results, axis, args.x)
     reference = _reference(results, args.reference, metric)
-    points, excluded = select(results, axis, metric)
+    points, excluded = select(results, axis, metric, tuple(getattr(args, "ignore", ()) or ()))
     if len({p.x for p in points}) < 2:
         left = "; ".join(f"{run} ({why})" for run, why in excluded.items())
         raise ConfigError(f"fewer than two values of {args.x} left to plot; left out: {left or '(none)'}")

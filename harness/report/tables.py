@@ -17,6 +17,7 @@ from tabulate import tabulate
 from harness.report import stats
 from harness.errors import unknown
 from harness.store.io import write_text_atomic
+from harness.config.plan import resolve_reference
 from harness.config.spec import MetricSpec, TrainSpec
 
 FORMATS = {"md": "github", "tex": "latex_booktabs"}
@@ -360,6 +361,7 @@ def hardware_line(results: list[dict[str, Any]]) -> str:
 def _table_data(results: list[dict[str, Any]], reference: str | None, test_stat: str | None = None
                 ) -> dict[str, tuple[list[str], list[list[str]], list[str]]]:
     """Header, rows and footnote lines of both tables, computed once for every format."""
+    reference = resolve_reference(reference, ((r["run_name"], r["method"]) for r in results))
     header, rows = accuracy_rows(results, reference, test_stat)
     return {"accuracy": (header, rows, accuracy_footnote(results, reference, test_stat)),
             "timing": (*timing_rows(results, reference), timing_footnote(results))}
