@@ -78,3 +78,24 @@ def test_the_method_files_of_the_docs_run_as_written(doc, head, tiny_task, tmp_p
     data = json.loads(result.read_text())
     assert data["method"] == registered and all(v == v for v in data["metrics"].values())
     assert registered in capsys.readouterr().out
+
+
+def test_the_minimal_source_and_encoder_of_the_docs_run_as_written(tiny_task, tmp_path):
+    plugins = tmp_path / "plugins"
+    plugins.mkdir()
+    for doc, head in (("docs/sources.md", "# harness/data/sources/"), ("docs/encoders.md", "# harness/encoders/")):
+        code = method_example(doc, head)
+        stem = re.search(r"# [\w/]+/(\w+)\.py", code).group(1)
+        (plugins / f"{stem}.py").write_text(code)
+    task = tmp_path / "with_examples.yaml"
+    task.write_text(f"base: {tiny_task}\ndataset: {{source: noise_pairs, split_sizes: [200, 100, 100]}}\n"
+                    "encoders: {a: {type: linear, dim: 8}, b: {type: linear, dim: 8}}\n"
+                    "metrics: {relevance: [pair]}\n")
+    try:
+        assert cli.main(["run", str(task), "--methods", "contrastive", "--epochs", "1", "--out",
+                         str(tmp_path / "out"), "--no-progress", "--include", str(plugins)]) == 0
+    finally:
+        registry.set_include(())
+    (result,) = (tmp_path / "out").rglob("seed0.json")
+    data = json.loads(result.read_text())
+    assert data["dataset"]["source"] == "noise_pairs" and data["config"]["encoders"]["a"]["type"] == "linear"
