@@ -74,6 +74,14 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--data-root", default=None, help="dataset folder (sets dataset.root)")
     run.add_argument("--out", default="results", help="results folder (default: results/)")
     run.add_argument("--no-progress", action="store_true", help="hide progress bars")
+    run.add_argument("--launcher", choices=("sequential", "local"), default="sequential",
+                     help="sequential (default): the runs one after another in this process; local: each run in a "
+                          "worker process of its own, --jobs at a time")
+    run.add_argument("--jobs", type=int, default=None, metavar="N",
+                     help="worker processes of --launcher local (default: 2)")
+    run.add_argument("--threads", type=int, default=None, metavar="N",
+                     help="torch threads per run (default: torch's own; with --launcher local, cores / jobs)")
+    run.add_argument("--no-tables", action="store_true", help=argparse.SUPPRESS)  # workers of a launcher
     run.add_argument("--on-nan", choices=("stop", "skip"), default="stop",
                      help="a step with a NaN or infinite loss: stop the run there (default) or skip its update")
     lst = sub.add_parser("list", help="tasks and the methods each declares; registered components", parents=[plugins])
@@ -165,18 +173,81 @@ def cmd_run(args: argparse.Namespace) -> int:
     info = dd.init_from_env(device.type)  # torchrun: join the process group; otherwise a single process
     if info.world_size > 1 and device.type == "cuda":
         device = torch.device("cuda", info.local_rank)
+    opts = runner.RunOptions(device=device, out=Path(args.out), progress=not args.no_progress, force=args.force,
+                             init=init, dist=info, on_nan=args.on_nan)
+    _check_launcher(args, info)
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
     try:
-        results = _run_all(runs, runner.RunOptions(device=device, out=Path(args.out), progress=not args.no_progress,
-                                                   force=args.force, init=init, dist=info, on_nan=args.on_nan))
+        results = _run_local(runs, opts, args) if args.launcher == "local" else _run_all(runs, opts)
     finally:
         dd.shutdown()
-    if not info.is_main:
+    if not info.is_main or args.no_tables:
         return 0
     folder = Path(args.out) / runs[0].spec.name
     _print_tables(results, args.reference, args.test_stat)
     paths = tables.write_tables(results, folder, reference=args.reference, test_stat=args.test_stat)
     print(f"\nresults: {folder}/<run>/seed<k>.json; tables: {', '.join(str(p) for p in paths)}")
     return 0
+
+
+def _check_launcher(args: argparse.Namespace, info) -> None:
+    """--jobs and --threads are positive and --jobs goes with --launcher local, outside torchrun."""
+    if args.threads is not None and args.threads < 1:
+        raise ConfigError(f"--threads {args.threads}: give a positive number of torch threads per run")
+    if args.launcher != "local":
+        if args.jobs is not None:
+            raise ConfigError("--jobs sets the workers of --launcher local; add --launcher local")
+        return
+    if args.jobs is not None and args.jobs < 1:
+        raise ConfigError(f"--jobs {args.jobs}: give a positive number of worker processes")
+    if info.world_size > 1:
+        raise ConfigError("--launcher local starts processes of its own; run it without torchrun")
+
+
+def _run_local(runs: list, opts, args: argparse.Namespace) -> list[dict]:
+    """``--launcher local``: the checks of a sequential run, then one worker process per unfinished run; the
+    result files of every run (raises RunError naming the runs that failed, after printing the others)."""
+    from harness.run import launcher, runner
+
+    jobs = args.jobs or 2
+    threads = args.threads or launcher.default_threads(jobs)
+    finished = [runner.finished_result(run, opts) for run in runs]
+    pending = [run for run, done in zip(runs, finished) if done is None]
+    for run, done in zip(runs, finished):
+        if done is not None:
+            print(f"{run.run_name} seed{run.seed}: finished earlier, skipped ({done['_path']}; --force re-runs it)")
+    _preflight(pending, opts)
+    common = ["--out", str(opts.out), "--device", args.device, "--on-nan", args.on_nan,
+              *(["--epochs", str(args.epochs)] if args.epochs is not None else []),
+              *(["--init", args.init] if args.init else []), *(["--force"] if args.force else []),
+              *[arg for path in args.include for arg in ("--include", path)]]
+    if pending:
+        print(f"{len(pending)} run(s) in {jobs} worker process(es), {threads} torch thread(s) each")
+    outcomes = launcher.run_local(pending, common, jobs, threads)
+    failed = [o for o in outcomes if o.returncode != 0]
+    done = {(o.run.run_name, o.run.seed) for o in outcomes if o.returncode == 0}
+    results = [d if d is not None else runner.finished_result(r, runner.RunOptions(**{**vars(opts), "force": False}))
+               for r, d in zip(runs, finished) if d is not None or (r.run_name, r.seed) in done]
+    if failed:
+        if results:
+            _print_tables(results, args.reference, args.test_stat)
+        first = failed[0]
+        raise RunError(f"{len(failed)} of {len(pending)} run(s) failed, first {first.run.run_name} seed{first.run.seed}"
+                       f" (exit {first.returncode}): {first.last_line.removeprefix('error: ')}")
+    return results
+
+
+def _preflight(runs: list, opts) -> None:
+    """What a sequential run checks before training, for every data set the runs use (loading each once)."""
+    from harness.run import memory, preflight
+
+    for key in dict.fromkeys(_data_key(r) for r in runs):
+        group = [r for r in runs if _data_key(r) == key]
+        memory.check_data(group[0].spec, opts.device)
+        data = _load_data(group[0].spec)
+        preflight.check_builds(group, data)
+        memory.check_runs(group, data, opts.device)
 
 
 def _run_all(runs: list, opts) -> list[dict]:
