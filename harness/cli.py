@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import re
 import sys
 from pathlib import Path
@@ -142,13 +143,11 @@ def build_parser() -> argparse.ArgumentParser:
 def cmd_run(args: argparse.Namespace) -> int:
     import torch
 
-    from harness.run import checkpoint
-    from harness.config import plan
-    from harness.run import preflight
-    from harness.run import runner
-    from harness.report import tables
-    from harness.run import distributed as dd
     from harness.config import params as P
+    from harness.config import plan
+    from harness.report import tables
+    from harness.run import checkpoint, preflight, runner
+    from harness.run import distributed as dd
     from harness.store.schema import result_path
 
     overrides = list(args.overrides) + ([f"dataset.root={args.data_root}"] if args.data_root else [])
@@ -216,8 +215,9 @@ def _run_local(runs: list, opts, args: argparse.Namespace) -> list[dict]:
     pending = [run for run, done in zip(runs, finished) if done is None]
     for run, done in zip(runs, finished):
         if done is not None:
-            print(f"{run.run_name} seed{run.seed}: finished earlier, skipped ({done['_path']}; --force re-runs it)")
-    _preflight(pending, opts)
+            print(_skip_line(f"{run.run_name} seed{run.seed}", run, done))
+    for key in dict.fromkeys(_data_key(r) for r in pending):  # what a sequential run checks, before any worker
+        _checked_data([r for r in pending if _data_key(r) == key], opts)
     common = ["--out", str(opts.out), "--device", args.device, "--on-nan", args.on_nan,
               *(["--epochs", str(args.epochs)] if args.epochs is not None else []),
               *(["--init", args.init] if args.init else []), *(["--force"] if args.force else []),
@@ -227,7 +227,8 @@ def _run_local(runs: list, opts, args: argparse.Namespace) -> list[dict]:
     outcomes = launcher.run_local(pending, common, jobs, threads)
     failed = [o for o in outcomes if o.returncode != 0]
     done = {(o.run.run_name, o.run.seed) for o in outcomes if o.returncode == 0}
-    results = [d if d is not None else runner.finished_result(r, runner.RunOptions(**{**vars(opts), "force": False}))
+    reading = dataclasses.replace(opts, force=False)  # the workers' result files, --force or not
+    results = [d if d is not None else runner.finished_result(r, reading)
                for r, d in zip(runs, finished) if d is not None or (r.run_name, r.seed) in done]
     if failed:
         if results:
@@ -238,21 +239,26 @@ def _run_local(runs: list, opts, args: argparse.Namespace) -> list[dict]:
     return results
 
 
-def _preflight(runs: list, opts) -> None:
-    """What a sequential run checks before training, for every data set the runs use (loading each once)."""
+def _checked_data(group: list, opts):
+    """The data of ``group`` (runs sharing one dataset setting), loaded once after the memory preflight of
+    loading it, with every run of the group built on the meta device and its memory checked."""
     from harness.run import memory, preflight
 
-    for key in dict.fromkeys(_data_key(r) for r in runs):
-        group = [r for r in runs if _data_key(r) == key]
-        memory.check_data(group[0].spec, opts.device)
-        data = _load_data(group[0].spec)
-        preflight.check_builds(group, data)
-        memory.check_runs(group, data, opts.device)
+    memory.check_data(group[0].spec)
+    data = _load_data(group[0].spec)
+    preflight.check_builds(group, data)
+    memory.check_runs(group, data, opts.device)
+    return data
+
+
+def _skip_line(tag: str, run, done: dict) -> str:
+    """What is printed for a run whose result file exists."""
+    return f"{tag}: finished earlier, skipped ({done['_path']}; --force re-runs it){_code_changed(run, done)}"
 
 
 def _run_all(runs: list, opts) -> list[dict]:
     """Run (or skip, when finished) every planned run; the result dicts, on rank 0."""
-    from harness.run import memory, preflight, runner
+    from harness.run import runner
 
     finished = [runner.finished_result(run, opts) for run in runs]  # conflicts fail before any training
     results, data, data_key = [], None, None
@@ -260,15 +266,12 @@ def _run_all(runs: list, opts) -> list[dict]:
         tag = f"[{i}/{len(runs)}] {run.run_name} seed{run.seed}"
         if done is not None:
             if opts.dist.is_main:
-                print(f"{tag}: finished earlier, skipped ({done['_path']}; --force re-runs it){_code_changed(run, done)}")
+                print(_skip_line(tag, run, done))
             results.append(done)
             continue
         if _data_key(run) != data_key:
-            memory.check_data(run.spec, opts.device)
-            data, data_key = _load_data(run.spec), _data_key(run)
-            pending = [r for r, d in zip(runs, finished) if d is None and _data_key(r) == data_key]
-            preflight.check_builds(pending, data)
-            memory.check_runs(pending, data, opts.device)
+            data_key = _data_key(run)
+            data = _checked_data([r for r, d in zip(runs, finished) if d is None and _data_key(r) == data_key], opts)
         result = _run_locked(run, data, opts, tag)
         if result is not None:
             results.append(result)

@@ -78,11 +78,9 @@ def check_range(value: Any, field: dataclasses.Field, where: str) -> None:
     for item in (value if isinstance(value, tuple) else (value,)):
         if item is None or not isinstance(item, (int, float)):
             continue
-        failed = [f"{word} {bound}" for name, bound in limits.items()
-                  for word, holds in [_RANGE_WORDS[name]] if not holds(item, bound)]
-        if failed:
+        if not all(_RANGE_WORDS[name][1](item, bound) for name, bound in limits.items()):
             shown = f"{value!r}" if not isinstance(value, tuple) else f"{list(value)!r} (element {item!r})"
-            raise ConfigError(f"{where} must be {' and '.join(f'{w}' for w in _range_text(limits))}, got {shown}")
+            raise ConfigError(f"{where} must be {' and '.join(_range_text(limits))}, got {shown}")
 
 
 def _range_text(limits: dict[str, float]) -> list[str]:

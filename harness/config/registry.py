@@ -36,10 +36,7 @@ def origin(obj: Any) -> str:
         path = Path(inspect.getsourcefile(obj) or "?")
     except TypeError:
         return "?"
-    try:
-        return str(path.resolve().relative_to(Path.cwd().resolve()))
-    except ValueError:
-        return str(path)
+    return _shown(path)
 
 
 class Registry(Generic[T]):
@@ -222,8 +219,9 @@ def _import_file(file: Path) -> None:
 
 
 def _shown(file: Path) -> str:
+    """``file`` relative to the working directory when inside it, else as it is."""
     try:
-        return str(file.relative_to(Path.cwd().resolve()))
+        return str(file.resolve().relative_to(Path.cwd().resolve()))
     except ValueError:
         return str(file)
 

@@ -153,7 +153,7 @@ def require_fits(needs: Iterable[Need], device: torch.device, where: str) -> Non
                       f"the largest part is the {top.what}, {_gib(top.bytes)}; reduce {top.setting}")
 
 
-def check_data(spec: TaskSpec, device: torch.device) -> None:
+def check_data(spec: TaskSpec) -> None:
     """Stop before the data are generated or loaded when that alone exceeds the host's memory."""
     require_fits(data_needs(spec), torch.device("cpu"), f"{spec.path}: loading dataset {spec.dataset.kind!r}")
 
@@ -166,13 +166,6 @@ def check_runs(runs: Iterable[Any], data: PairedData, device: torch.device) -> N
             continue
         seen.add((id(run.spec), run.method))
         require_fits(run_needs(run.spec, run.method, data, device), device, f"{run.spec.path}: method {run.method!r}")
-
-
-def summary(needs: Iterable[Any]) -> dict[str, Any]:
-    """The estimate as a plain mapping (for a result file or a report)."""
-    needs = list(needs)
-    return {"total_bytes": sum(n.bytes for n in needs),
-            "parts": [{"what": n.what, "bytes": n.bytes, "setting": n.setting} for n in needs]}
 
 
 def main(argv: list[str] | None = None) -> int:
