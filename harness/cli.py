@@ -129,6 +129,13 @@ def build_parser() -> argparse.ArgumentParser:
     comp.add_argument("--fail-on-change", action="store_true", help="exit 1 when a change is flagged")
     comp.add_argument("--only-flagged", action="store_true", help="list only the flagged metrics")
     comp.add_argument("--format", default="simple", help="table format (tabulate name, e.g. github)")
+    rep = sub.add_parser("report", help="a results site (HTML) or Markdown pages generated from result files")
+    rep.add_argument("folders", nargs="+", metavar="RESULTS", help="folders holding result files, e.g. results/")
+    rep.add_argument("--out", required=True, help="folder to write the site (or the Markdown pages) into")
+    rep.add_argument("--format", default="html", choices=("html", "md"),
+                     help="html (default): a self-contained site; md: pages for docs/ that link the result files")
+    rep.add_argument("--no-figures", action="store_true", help="tables and provenance only (faster)")
+    rep.add_argument("--no-progress", action="store_true", help="no progress bar")
     from harness.bench import DEFAULT_FACTOR
 
     bench = sub.add_parser("bench", help="regression gate: asv suite on REV and on the working tree; exit 1 if slower")
@@ -400,6 +407,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return compare.cmd(args)
 
 
+def cmd_report(args: argparse.Namespace) -> int:
+    from harness.report import site
+
+    return site.cmd(args)
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
     from harness import bench
 
@@ -410,6 +423,7 @@ def main(argv: list[str] | None = None) -> int:
     """Run one command; bad input exits with status 2 and a run that stopped with status 3, each with
     one ``error:`` line on stderr. Plugin files that failed to import are reported once, as warnings."""
     from harness.config import registry
+    from harness.store import provenance
 
     try:
         parser = build_parser()
@@ -417,8 +431,10 @@ def main(argv: list[str] | None = None) -> int:
         if extra:
             raise _unrecognized(args.subcommands[args.command], extra)
         registry.set_include(getattr(args, "include", []))
+        provenance.set_command(sys.argv[1:] if argv is None else argv)
         handler = {"run": cmd_run, "list": cmd_list, "table": cmd_table, "plot": cmd_plot, "clusters": cmd_clusters,
-                   "ensemble": cmd_ensemble, "compare": cmd_compare, "bench": cmd_bench}[args.command]
+                   "ensemble": cmd_ensemble, "compare": cmd_compare, "report": cmd_report,
+                   "bench": cmd_bench}[args.command]
         code = handler(args)
         _plugin_warnings()
         return code

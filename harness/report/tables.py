@@ -358,7 +358,7 @@ def hardware_line(results: list[dict[str, Any]]) -> str:
     return " | ".join(f"{machine}; precision {', '.join(p)}{processes}" for (machine, processes), p in seen.items())
 
 
-def _table_data(results: list[dict[str, Any]], reference: str | None, test_stat: str | None = None
+def table_data(results: list[dict[str, Any]], reference: str | None, test_stat: str | None = None
                 ) -> dict[str, tuple[list[str], list[list[str]], list[str]]]:
     """Header, rows and footnote lines of both tables, computed once for every format."""
     reference = resolve_reference(reference, ((r["run_name"], r["method"]) for r in results))
@@ -387,7 +387,7 @@ def render(results: list[dict[str, Any]], fmt: str, reference: str | None = None
     ``reference`` names a run to test the others against (markers, four test columns of the
     statistic ``test_stat`` and a footnote in the accuracy table); an unknown name raises ConfigError.
     """
-    return {name: _format(*data, fmt) for name, data in _table_data(results, reference, test_stat).items()}
+    return {name: _format(*data, fmt) for name, data in table_data(results, reference, test_stat).items()}
 
 
 def write_tables(results: list[dict[str, Any]], folder: Path, reference: str | None = None,
@@ -401,17 +401,19 @@ def write_tables(results: list[dict[str, Any]], folder: Path, reference: str | N
 
 
 def table_files(results: list[dict[str, Any]], folder: Path, reference: str | None = None,
-                test_stat: str | None = None, split: str = "test") -> dict[Path, str]:
-    """The files :func:`write_tables` writes (path -> text), headed by the command that writes them."""
+                test_stat: str | None = None, split: str = "test",
+                data: dict[str, tuple[list[str], list[list[str]], list[str]]] | None = None) -> dict[Path, str]:
+    """The files :func:`write_tables` writes (path -> text), headed by the command that writes them; ``data``:
+    the test split's :func:`table_data` when the caller has it already."""
     task = results[0]
     origin = (task.get("dataset") or {}).get("origin")
     caption = (f"Task {task['task']} v{task['task_version']}; {len(results)} result files; "
                f"{hardware_line(results)}." + (f" Data: {origin}." if origin else ""))
     if split == "val":
         caption += " Validation split, at each run's selected epoch."
-        data = {"validation": _table_data(validation_view(results), None)["accuracy"]}
-    else:
-        data = _table_data(results, reference, test_stat)
+        data = {"validation": table_data(validation_view(results), None)["accuracy"]}
+    elif data is None:
+        data = table_data(results, reference, test_stat)
     command = f"python -m harness table {folder}" + (f" --reference {reference}" if reference else "") + \
         (f" --test-stat {test_stat}" if test_stat else "") + (" --split val" if split == "val" else "")
     files = {}

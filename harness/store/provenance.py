@@ -114,6 +114,16 @@ def code_record(objects: Iterable[Any]) -> dict[str, Any]:
     return {"sha256": digest, "files": files}
 
 
+_ARGV: list[str] | None = None  # the arguments of the command being run, when called in-process (cli.main(argv))
+
+
+def set_command(argv: list[str]) -> None:
+    """Record the command's arguments (without the program name) for the result files' ``argv``; a command
+    run in-process (``cli.main([...])`` from a script or a test) would otherwise record its host's argv."""
+    global _ARGV
+    _ARGV = list(argv)
+
+
 def environment(device: torch.device, plugin_folders: Iterable[str] = ()) -> dict[str, Any]:
     """Hardware, library versions and code version for a result file."""
     import numpy
@@ -126,5 +136,5 @@ def environment(device: torch.device, plugin_folders: Iterable[str] = ()) -> dic
                      "numpy": numpy.__version__, "platform": platform.platform()},
         "git": git_state(ROOT, plugin_folders),
         "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        "argv": sys.argv,
+        "argv": sys.argv if _ARGV is None else [sys.argv[0], *_ARGV],
     }

@@ -1,0 +1,35 @@
+// Sort any table.sortable by a click on its column heading (numbers by value, text otherwise), and filter
+// the index rows by the text typed into #filter. No libraries, no network.
+(function () {
+  function key(cell) {
+    var text = cell.textContent.trim();
+    var number = parseFloat(text.replace(/^[≈~]/, ""));
+    return isNaN(number) ? text.toLowerCase() : number;
+  }
+  document.querySelectorAll("table.sortable").forEach(function (table) {
+    table.querySelectorAll("thead th").forEach(function (th, column) {
+      th.addEventListener("click", function () {
+        var ascending = th.getAttribute("aria-sort") !== "ascending";
+        table.querySelectorAll("thead th").forEach(function (other) { other.removeAttribute("aria-sort"); });
+        th.setAttribute("aria-sort", ascending ? "ascending" : "descending");
+        var body = table.tBodies[0];
+        var rows = Array.prototype.slice.call(body.rows);
+        rows.sort(function (a, b) {
+          var x = key(a.cells[column]), y = key(b.cells[column]);
+          if (typeof x !== typeof y) { x = String(x); y = String(y); }
+          return (x < y ? -1 : x > y ? 1 : 0) * (ascending ? 1 : -1);
+        });
+        rows.forEach(function (row) { body.appendChild(row); });
+      });
+    });
+  });
+  var filter = document.getElementById("filter");
+  if (filter) {
+    filter.addEventListener("input", function () {
+      var needle = filter.value.toLowerCase();
+      document.querySelectorAll("#index tbody tr").forEach(function (row) {
+        row.hidden = needle !== "" && row.textContent.toLowerCase().indexOf(needle) < 0;
+      });
+    });
+  }
+})();
