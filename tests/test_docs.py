@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from urllib.parse import unquote
 
 import pytest
 
@@ -13,12 +14,13 @@ from harness.config import registry
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", *sorted((ROOT / "docs").rglob("*.md"))]
-LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)|!\[[^\]]*\]\(([^)\s]+)\)")
+# a link or image: [text](target "title") or [text](<target with spaces>), targets percent-encoded
+LINK = re.compile(r"!?\[[^\]]*\]\((<[^>]+>|[^)\s]+)(?:\s+\"[^\"]*\")?\)")
 
 
 def links(path: Path) -> list[str]:
     text = re.sub(r"```.*?```", "", path.read_text(encoding="utf-8"), flags=re.S)  # code blocks are not links
-    return [a or b for a, b in LINK.findall(text)]
+    return [unquote(t[1:-1] if t.startswith("<") else t) for t in LINK.findall(text)]
 
 
 def test_readme_is_a_short_front_door_with_the_two_commands_first():
