@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
+from typing import Any, Literal
 
 import torch
 import torch.nn.functional as F
@@ -26,6 +26,9 @@ from torch import nn
 from baselines.contrastive import PairLoss, PairLossFields
 from harness.api import (METHODS, EmbeddingQueue, Method, gather_rows, global_batch_sum, is_distributed,
                          log_softmax_nograd, rank_and_world, require, sinkhorn)
+
+
+REDUCTIONS = ("sum", "mean")
 
 
 def swapped_targets(logp_a: torch.Tensor, logp_b: torch.Tensor, *, eta: float, n_iters: int,
@@ -75,10 +78,18 @@ class SwAMPFields:
 
 @dataclass(frozen=True)
 class SwAMPParams(PairLossFields, SwAMPFields):  # margin, loss, temperature, warmup_epochs: L_c
+    """``contrastive_reduction``: how L_c enters Eq. 6 against L_s (a mean over the batch). ``sum``: summed
+    over the batch's queries, as the paper's Eq. 1 writes it (Σ over the batch), so that with a batch of B
+    L_c weighs about B times more than L_s at equal ``lambda``; ``mean``: that sum divided by B, the scale
+    of L_s. No SwAMP code is public to settle which one the paper trained with (docs/fidelity.md)."""
+
     contrastive_weight: float = 1.0
+    contrastive_reduction: Literal["sum", "mean"] = "sum"
 
     def check(self, where: str) -> None:
         self.check_swamp(where)
+        require(self.contrastive_reduction in REDUCTIONS, where,
+                f"contrastive_reduction must be one of {', '.join(REDUCTIONS)}, got {self.contrastive_reduction!r}")
         require(self.lam >= 0 and self.contrastive_weight >= 0, where, "lambda and contrastive_weight must be >= 0")
         require(self.lam > 0 or self.contrastive_weight > 0, where, "lambda and contrastive_weight are both 0")
         self.check_pair_loss(where)
@@ -160,10 +171,14 @@ class SwAMP(SwappedAssignments):
     def contrastive_term(self, emb_a: torch.Tensor, emb_b: torch.Tensor,
                          distributed: bool) -> tuple[torch.Tensor, dict[str, Any]]:
         """L_contrastive of Eq. 6 and its logs: the task's pair loss (:class:`PairLoss`) with negatives from
-        this process's rows (a subclass may pick another contrastive loss); a sum, so scaled for DDP's
-        gradient mean when ``distributed``."""
+        this process's rows (a subclass may pick another contrastive loss). ``contrastive_reduction: sum``
+        keeps the family's sum over the batch (scaled for DDP's gradient mean when ``distributed``);
+        ``mean`` divides it by this process's batch, whose gradient DDP's mean already averages. The logs
+        hold the sum, the scale of its collapsed value."""
         l_c, collapsed = self.pair_loss(emb_a @ emb_b.T)
         logs = self.pair_loss.logs("contrastive", l_c, collapsed)
+        if self.params.contrastive_reduction == "mean":
+            return l_c / len(emb_a), logs
         return (global_batch_sum(l_c) if distributed else l_c), logs
 
     def loss(self, x_a: Any, x_b: Any) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
