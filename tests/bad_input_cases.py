@@ -401,6 +401,10 @@ CASES: list[Case] = [
     # --- data -------------------------------------------------------------------------------------
     Case("data", "arrays-missing", "paired_arrays: a file missing", on_arrays(**{"test_b.npy": None}),
          "1 file(s) missing", "Set dataset.root in the task file or pass --data-root PATH"),
+    Case("data", "identity-widths", "method identity on features of different widths (6-d a, 4-d b)",
+         lambda d: run(d, reading(d, {"source": "paired_arrays", "root": str(arrays(d))},
+                                  methods={"identity": {"method": "identity"}})),
+         "both modalities need the same width, but an a item has 6 values", "cca or a trained method"),
     Case("data", "arrays-ndim", "paired_arrays: features that are a vector, not N x d",
          on_arrays(**{"train_a.npy": np.zeros(40, np.float32)}), "must be N x d with equal N", "(40,)"),
     Case("data", "arrays-rows", "paired_arrays: a and b with different numbers of rows",
