@@ -24,7 +24,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from baselines.contrastive import PairLoss, PairLossFields
-from harness.api import (METHODS, EmbeddingQueue, Method, gather_rows, global_batch_sum, is_distributed,
+from harness.api import (METHODS, ConfigError, EmbeddingQueue, Method, gather_rows, global_batch_sum, is_distributed,
                          log_softmax_nograd, rank_and_world, require, sinkhorn)
 
 
@@ -104,6 +104,26 @@ class SwappedAssignments(Method):
         super().__init__(encoders, params)
         self.prototypes = nn.Parameter(F.normalize(torch.randn(params.K, self.embed_dim), dim=1))
         self.queue = EmbeddingQueue(params.queue, self.embed_dim)
+
+    @classmethod
+    def fit_warnings(cls, params: SwAMPFields, n_pairs: int, batch_size: int) -> list[str]:
+        """K above the number of training pairs is refused: Sinkhorn's equal class marginal would give each
+        prototype less than one training item, so the targets could group nothing. A queue at least as large
+        as the training set warns: once full it holds every training item, the batch's own included."""
+        lines = []
+        if params.K > n_pairs:
+            raise ConfigError(f"K = {params.K} prototypes exceed the {n_pairs} training pairs: Sinkhorn's equal class "
+                              "marginal gives each prototype less than one training item, so the swapped targets "
+                              f"group nothing; set K below {n_pairs}, e.g. K: {max(2, n_pairs // 7)} (the paper's "
+                              "synthetic task has 7 training pairs per prototype)")
+        if params.queue >= n_pairs:
+            fits = (n_pairs - batch_size) // batch_size * batch_size  # batch + queue within the training set
+            hint = f"e.g. queue: {fits}" if fits > params.K else \
+                f"e.g. queue: {max(fits, batch_size)} with K below it (strict_queue needs queue > K)"
+            lines.append(f"queue = {params.queue} is at least the {n_pairs} training pairs: once full it holds every "
+                         "training item, the current batch's own (stale) copies included, so Sinkhorn sees items "
+                         f"twice; set queue below {n_pairs} minus the batch ({batch_size}), {hint}")
+        return lines
 
     def logits(self, emb: torch.Tensor) -> torch.Tensor:
         """Cosine to each prototype over tau (N, K); embeddings and prototypes are unit-norm."""

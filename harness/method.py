@@ -39,6 +39,15 @@ class Method(nn.Module):
         return cls(encoders, params)
 
     @classmethod
+    def fit_warnings(cls, params: Any, n_pairs: int, batch_size: int) -> list[str]:
+        """Lines saying which of the method's settings ``params`` do not fit a training split of ``n_pairs``
+        pairs taken in batches of ``batch_size`` (each naming the setting, its value, the data's size and a
+        value that fits); ConfigError where the run could not mean anything. The checks before training
+        print the lines and the result file keeps them (:func:`harness.run.preflight.fit_warnings`). None by
+        default."""
+        return []
+
+    @classmethod
     def tiny_settings(cls) -> dict[str, Any]:
         """Settings (YAML keys of ``Params``) small enough for the test suite's seconds-long contract tests; the
         ``Params`` defaults unless a method overrides this (a queue of thousands of rows, say)."""

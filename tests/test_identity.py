@@ -47,7 +47,8 @@ def _task(tmp_path, root):
 def test_runner_writes_a_normal_result_and_the_tables_show_it(tmp_path):
     out = tmp_path / "out"
     task = _task(tmp_path, _aligned_arrays(tmp_path / "arrays"))
-    assert main(["run", str(task), "--out", str(out), "--no-progress", "--device", "cpu"]) == 0
+    assert main(["run", str(task), "--methods", "identity,cca", "--out", str(out), "--no-progress", "--device",
+                 "cpu"]) == 0
     result = json.loads((out / "own" / "identity" / "seed0.json").read_text())
     assert result["training"] == "closed_form" and result["best_epoch"] == 1 and result["collapse"] is None
     assert result["metrics"]["a2b/R@1"] == 100.0  # b is a plus a little noise: every query finds its partner
@@ -59,7 +60,8 @@ def test_runner_writes_a_normal_result_and_the_tables_show_it(tmp_path):
 def test_different_widths_are_refused_before_anything_trains(tmp_path, capsys):
     out = tmp_path / "out"
     task = _task(tmp_path, _aligned_arrays(tmp_path / "arrays", dim_b=12))
-    assert main(["run", str(task), "--out", str(out), "--no-progress", "--device", "cpu"]) == 2
+    assert main(["run", str(task), "--methods", "identity,cca", "--out", str(out), "--no-progress", "--device",
+                 "cpu"]) == 2
     err = capsys.readouterr().err
     assert "method identity" in err and "16 values" in err and "12 (shape (12,))" in err and "cca" in err
     assert not out.exists() or not any(out.rglob("seed*.json"))  # refused for every method, nothing written

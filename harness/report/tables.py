@@ -73,7 +73,7 @@ def accuracy_rows(results: list[dict[str, Any]], reference: str | None = None,
                 ref_runs = groups[reference] if reference and name != reference else None
                 cells = [_accuracy_cell(runs, m, ref_runs) for m in names]
                 extra = _significance_cells(runs, ref_runs, names[tested]) if reference else []
-                rows.append([label, name + _skipped_note(runs, names[tested]) + collapse_flag(runs), str(len(runs)),
+                rows.append([label, name + _skipped_note(runs, names[tested]) + collapse_flag(runs) + fit_flag(runs), str(len(runs)),
                              *cells, *extra])
             for name, published in (published_runs.get("methods") or {}).items():
                 cells = [_published(published.get(m, _published_rsum(published, names, m))) for m in names]
@@ -149,6 +149,12 @@ def _p(p: float | None) -> str:
     return "–" if p is None else "<0.001" if p < 0.001 else f"{p:.3f}"
 
 
+def fit_flag(runs: list[dict[str, Any]]) -> str:
+    """' [settings warned]' when a seed's result file records settings that do not fit its data
+    (:func:`harness.run.preflight.fit_warnings`); else ''."""
+    return " [settings warned]" if any(r.get("warnings") for r in runs) else ""
+
+
 def collapse_flag(runs: list[dict[str, Any]]) -> str:
     """' [warned j/n]' when j of the run's n seeds recorded a collapse (:mod:`harness.run.collapse`), with
     ' [collapsed k/n; warned j/n]' when in k of them it held at the selected epoch; else ''."""
@@ -166,6 +172,10 @@ def accuracy_footnote(results: list[dict[str, Any]], reference: str | None, test
                      "validation selection metric at chance) held for `collapse_patience` epochs in a row and the run "
                      "warned; [collapsed k/n]: in k of them it held at the selected epoch, whose model the row reports. "
                      "The result files' `collapse` entry says which signal and when.")
+    if any(r.get("warnings") for r in results):
+        lines.append("[settings warned]: the run's settings do not fit its data (a batch or SwAMP queue at least as "
+                     "large as the training set, a k of R@k that reaches the number of items a query ranks); the "
+                     "result files' `warnings` say which, and the run printed them before training.")
     if reference is None:
         return lines
     metrics = results[0]["config"]["metrics"]

@@ -140,7 +140,7 @@ def run_one(run: Run, data: PairedData, opts: RunOptions) -> dict[str, Any] | No
         val_at_best={k[4:]: v for k, v in fit.history[fit.best_epoch - 1].items() if k.startswith("val/")},
         collapse=collapse.detect(fit.history, chance, patience=m.train.collapse_patience,
                                  tolerance=m.train.collapse_tolerance, best_epoch=fit.best_epoch),
-        history=fit.history, profile=prof.summary(), resumed_from_epoch=resumed_from, on_nan=opts.on_nan,
+        warnings=preflight.fit_warnings(spec, name, data), history=fit.history, profile=prof.summary(), resumed_from_epoch=resumed_from, on_nan=opts.on_nan,
         skipped_steps=skipped,
         distributed={"world_size": info.world_size, "backend": info.backend,
                      "batch_per_process": -(-m.train.batch_size // info.world_size)},
