@@ -296,8 +296,19 @@ class SCAN(Method):
         """``time_budget_s`` (original scorer only)."""
         return self.params.time_budget_s
 
+    @property
+    def times_pair_pass(self) -> bool:
+        """``scorer: original``: SCAN's ``encode_data`` encodes every (image, caption) pair of the test split in
+        batches, an image once per caption, and runs the training loss on every batch; the runner times that
+        pass beside the protocol's encode/score/rank (:func:`harness.run.evaluate.pair_pass`)."""
+        return self.params.scorer == "original"
+
+    def embedded_loss(self, emb_a: torch.Tensor, emb_b: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+        """The max-violation hinge on the training forward's scores of a batch of pair embeddings."""
+        return max_violation_loss(self.similarity(emb_a, emb_b), self.params.margin)
+
     def loss(self, x_a: Any, x_b: Any) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        loss = max_violation_loss(self.similarity(self.encode("a", x_a), self.encode("b", x_b)), self.params.margin)
+        loss = self.embedded_loss(self.encode("a", x_a), self.encode("b", x_b))
         return global_batch_sum(loss), {"loss": loss.detach()}  # negatives from this process's shard
 
 

@@ -17,15 +17,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
+from typing import Any, Literal
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from baselines.contrastive import PairLoss, PairLossFields
-from harness.api import (METHODS, EmbeddingQueue, Method, gather_rows, global_batch_sum, is_distributed,
+from harness.api import (METHODS, ConfigError, EmbeddingQueue, Method, gather_rows, global_batch_sum, is_distributed,
                          log_softmax_nograd, rank_and_world, require, sinkhorn)
+
+
+REDUCTIONS = ("sum", "mean")
 
 
 def swapped_targets(logp_a: torch.Tensor, logp_b: torch.Tensor, *, eta: float, n_iters: int,
@@ -75,10 +78,18 @@ class SwAMPFields:
 
 @dataclass(frozen=True)
 class SwAMPParams(PairLossFields, SwAMPFields):  # margin, loss, temperature, warmup_epochs: L_c
+    """``contrastive_reduction``: how L_c enters Eq. 6 against L_s (a mean over the batch). ``sum``: summed
+    over the batch's queries, as the paper's Eq. 1 writes it (Σ over the batch), so that with a batch of B
+    L_c weighs about B times more than L_s at equal ``lambda``; ``mean``: that sum divided by B, the scale
+    of L_s. No SwAMP code is public to settle which one the paper trained with (docs/fidelity.md)."""
+
     contrastive_weight: float = 1.0
+    contrastive_reduction: Literal["sum", "mean"] = "sum"
 
     def check(self, where: str) -> None:
         self.check_swamp(where)
+        require(self.contrastive_reduction in REDUCTIONS, where,
+                f"contrastive_reduction must be one of {', '.join(REDUCTIONS)}, got {self.contrastive_reduction!r}")
         require(self.lam >= 0 and self.contrastive_weight >= 0, where, "lambda and contrastive_weight must be >= 0")
         require(self.lam > 0 or self.contrastive_weight > 0, where, "lambda and contrastive_weight are both 0")
         self.check_pair_loss(where)
@@ -93,6 +104,26 @@ class SwappedAssignments(Method):
         super().__init__(encoders, params)
         self.prototypes = nn.Parameter(F.normalize(torch.randn(params.K, self.embed_dim), dim=1))
         self.queue = EmbeddingQueue(params.queue, self.embed_dim)
+
+    @classmethod
+    def fit_warnings(cls, params: SwAMPFields, n_pairs: int, batch_size: int) -> list[str]:
+        """K above the number of training pairs is refused: Sinkhorn's equal class marginal would give each
+        prototype less than one training item, so the targets could group nothing. A queue at least as large
+        as the training set warns: once full it holds every training item, the batch's own included."""
+        lines = []
+        if params.K > n_pairs:
+            raise ConfigError(f"K = {params.K} prototypes exceed the {n_pairs} training pairs: Sinkhorn's equal class "
+                              "marginal gives each prototype less than one training item, so the swapped targets "
+                              f"group nothing; set K below {n_pairs}, e.g. K: {max(2, n_pairs // 7)} (the paper's "
+                              "synthetic task has 7 training pairs per prototype)")
+        if params.queue >= n_pairs:
+            fits = (n_pairs - batch_size) // batch_size * batch_size  # batch + queue within the training set
+            hint = f"e.g. queue: {fits}" if fits > params.K else \
+                f"e.g. queue: {max(fits, batch_size)} with K below it (strict_queue needs queue > K)"
+            lines.append(f"queue = {params.queue} is at least the {n_pairs} training pairs: once full it holds every "
+                         "training item, the current batch's own (stale) copies included, so Sinkhorn sees items "
+                         f"twice; set queue below {n_pairs} minus the batch ({batch_size}), {hint}")
+        return lines
 
     def logits(self, emb: torch.Tensor) -> torch.Tensor:
         """Cosine to each prototype over tau (N, K); embeddings and prototypes are unit-norm."""
@@ -160,10 +191,14 @@ class SwAMP(SwappedAssignments):
     def contrastive_term(self, emb_a: torch.Tensor, emb_b: torch.Tensor,
                          distributed: bool) -> tuple[torch.Tensor, dict[str, Any]]:
         """L_contrastive of Eq. 6 and its logs: the task's pair loss (:class:`PairLoss`) with negatives from
-        this process's rows (a subclass may pick another contrastive loss); a sum, so scaled for DDP's
-        gradient mean when ``distributed``."""
+        this process's rows (a subclass may pick another contrastive loss). ``contrastive_reduction: sum``
+        keeps the family's sum over the batch (scaled for DDP's gradient mean when ``distributed``);
+        ``mean`` divides it by this process's batch, whose gradient DDP's mean already averages. The logs
+        hold the sum, the scale of its collapsed value."""
         l_c, collapsed = self.pair_loss(emb_a @ emb_b.T)
         logs = self.pair_loss.logs("contrastive", l_c, collapsed)
+        if self.params.contrastive_reduction == "mean":
+            return l_c / len(emb_a), logs
         return (global_batch_sum(l_c) if distributed else l_c), logs
 
     def loss(self, x_a: Any, x_b: Any) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:

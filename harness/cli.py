@@ -254,6 +254,7 @@ def _checked_data(group: list, opts):
     memory.check_data(group[0].spec)
     data = _load_data(group[0].spec)
     preflight.check_builds(group, data)
+    preflight.check_fit(group, data)
     memory.check_runs(group, data, opts.device)
     return data
 

@@ -39,6 +39,15 @@ class Method(nn.Module):
         return cls(encoders, params)
 
     @classmethod
+    def fit_warnings(cls, params: Any, n_pairs: int, batch_size: int) -> list[str]:
+        """Lines saying which of the method's settings ``params`` do not fit a training split of ``n_pairs``
+        pairs taken in batches of ``batch_size`` (each naming the setting, its value, the data's size and a
+        value that fits); ConfigError where the run could not mean anything. The checks before training
+        print the lines and the result file keeps them (:func:`harness.run.preflight.fit_warnings`). None by
+        default."""
+        return []
+
+    @classmethod
     def tiny_settings(cls) -> dict[str, Any]:
         """Settings (YAML keys of ``Params``) small enough for the test suite's seconds-long contract tests; the
         ``Params`` defaults unless a method overrides this (a queue of thousands of rows, say)."""
@@ -75,6 +84,20 @@ class Method(nn.Module):
     def test_time_budget_s(self) -> float | None:
         """Seconds that the test scoring of one protocol may take (None: no limit); see :meth:`score_within`."""
         return None
+
+    @property
+    def times_pair_pass(self) -> bool:
+        """True when the method reproduces a released evaluation that does more than encode each item once,
+        score and rank: it also encodes every test pair as its data loader yields them (an a item once per
+        b item) and computes the training loss of every batch of pairs (SCAN's ``encode_data``). The runner
+        then times those two steps too (``test_pair_encode``, ``test_loss``; :func:`harness.run.evaluate.pair_pass`),
+        beside the protocol's own test time. False by default."""
+        return False
+
+    def embedded_loss(self, emb_a: Any, emb_b: Any) -> torch.Tensor:
+        """The training loss of a batch of pair embeddings (row i of ``emb_a`` with row i of ``emb_b``), for the
+        pair pass of a method whose :attr:`times_pair_pass` is True."""
+        raise NotImplementedError(f"{type(self).__name__} has no pair pass in its evaluation")
 
     def start_epoch(self, epoch: int) -> None:
         """Called by the training loop before the steps of every epoch (1-based, also when a run resumes),

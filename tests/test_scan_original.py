@@ -163,3 +163,71 @@ def test_a_budgeted_run_records_extrapolated_times_and_no_accuracy(tiny_image_te
     assert "(3.2% scored)" in table and "(8% scored)" in table and "≈: extrapolated" in table
     accuracy = (out / "tiny_image_text" / "accuracy.md").read_text()
     assert "(no accuracy: time budget)" in accuracy
+
+
+class _Counting(Method):
+    """Identity encoders that count the items each modality encodes and the batches of the pair pass's loss."""
+
+    def __init__(self) -> None:
+        super().__init__({}, None)
+        self.encoded = {"a": 0, "b": 0}
+        self.loss_batches: list[int] = []
+
+    @property
+    def times_pair_pass(self) -> bool:
+        return True
+
+    def encode(self, modality, x):
+        self.encoded[modality] += len(x)
+        return x
+
+    def embedded_loss(self, emb_a, emb_b):
+        assert len(emb_a) == len(emb_b)
+        self.loss_batches.append(len(emb_a))
+        return (emb_a * emb_b).sum()
+
+
+def test_pair_pass_encodes_an_image_once_per_caption_and_takes_the_loss_of_every_batch():
+    from harness.data.paired import Split
+    split = Split(a=torch.randn(4, 3), b=torch.randn(20, 3), b_to_a=torch.arange(20) // 5)
+    method, times = _Counting(), {}
+
+    class Timer:
+        def __init__(self, key):
+            self.key = key
+
+        def __enter__(self):
+            times[self.key] = times.get(self.key, 0) + 1
+
+        def __exit__(self, *exc):
+            return False
+
+    ev.pair_pass(method, split, torch.device("cpu"), 8, Timer, "@2folds")
+    assert method.encoded == {"a": 20, "b": 20}  # 4 images × 5 captions: each image five times
+    assert method.loss_batches == [8, 8, 4]
+    assert times == {"test_pair_encode@2folds": 1, "test_loss@2folds": 1}
+
+
+def test_scan_original_times_its_released_evaluation_beside_the_protocol(tiny_image_text_task, tmp_path):
+    out = tmp_path / "out"
+    rc = main(["run", str(tiny_image_text_task), "--methods", "scan", "--sweep", "scan.scorer=vectorised,original",
+               "--epochs", "1", "--device", "cpu", "--out", str(out), "--no-progress"])
+    assert rc == 0
+    task = out / "tiny_image_text"
+    released = json.loads((task / "scan@scorer=original,train.epochs=1" / "seed0.json").read_text())
+    for tag in ("", "@5folds"):
+        timing = released["profile"]["timing"]
+        assert {f"test_pair_encode{tag}", f"test_loss{tag}"} <= set(timing)
+        parts = sum(timing[f"test_{p}{tag}"]["median_s"] for p in ("encode", "score", "rank"))
+        assert timing[f"test_total{tag}"]["median_s"] >= parts  # the protocol's own figure excludes the pass
+    vectorised = json.loads((task / "scan@train.epochs=1" / "seed0.json").read_text())
+    assert not any(k.startswith(("test_loss", "test_pair_encode")) for k in vectorised["profile"]["timing"])
+    table = (task / "timing.md").read_text()
+    assert "as released: test s" in table and "pair encode s" in table and "loss s" in table
+    row = next(line for line in table.splitlines() if line.startswith("| scan@scorer=original") and "whole" in line)
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    t = released["profile"]["timing"]
+    expected = sum(t[k]["median_s"] for k in ("test_pair_encode", "test_loss", "test_score", "test_rank"))
+    assert float(cells[11]) == pytest.approx(expected, abs=1e-3)
+    vec_row = next(line for line in table.splitlines() if line.startswith("| scan@train.epochs=1 ") and "whole" in line)
+    assert [c.strip() for c in vec_row.strip("|").split("|")][11:14] == ["–", "–", "–"]

@@ -7,7 +7,7 @@ within their fold and the metrics are averaged over folds. One fold is the whole
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
@@ -40,6 +40,24 @@ def score_split(method: Method, emb_a: Any, emb_b: Any, deadline: float | None =
     ``deadline`` (a ``time.perf_counter()`` value; None: no limit; see :meth:`Method.score_within`)."""
     sims, fraction = method.score_within(emb_a, emb_b, deadline)
     return sims.float().cpu(), fraction
+
+
+@torch.no_grad()
+def pair_pass(method: Method, split: Split, device: torch.device, batch_size: int,
+              timer: Callable[[str], Any], tag: str = "") -> None:
+    """The part of a released evaluation that the protocol's encode/score/rank leaves out (see
+    :attr:`Method.times_pair_pass`): every b item in order, batch by batch, encoded with its own a item (an
+    a item is encoded once per b item paired with it), timed as ``test_pair_encode<tag>``; then the method's
+    training loss of every such batch, timed as ``test_loss<tag>``. ``timer(key)`` is a context manager
+    that adds the block's wall-clock to ``key``. The results are discarded: only the cost counts."""
+    method.eval()
+    order = torch.arange(len(split.b)).split(batch_size)
+    with timer(f"test_pair_encode{tag}"):
+        batches = [(method.encode("a", to_device(take(split.a, split.b_to_a[idx]), device)),
+                    method.encode("b", to_device(take(split.b, idx), device))) for idx in order]
+    with timer(f"test_loss{tag}"):
+        for emb_a, emb_b in batches:
+            method.embedded_loss(emb_a, emb_b)
 
 
 def make_folds(split: Split, n_folds: int) -> list[Fold]:

@@ -6,6 +6,7 @@ Each check raises :class:`harness.errors.ConfigError` (exit status 2) naming the
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -14,7 +15,8 @@ import torch
 from harness.data.paired import SPLITS, PairedData, Split
 from harness.errors import ConfigError, DataError
 from harness.run.build import build_method
-from harness.config.spec import MetricSpec, TaskSpec
+from harness.config.registry import METHODS
+from harness.config.spec import DIRECTIONS, MetricSpec, TaskSpec
 
 
 def _nearest_existing(path: Path) -> Path:
@@ -80,3 +82,44 @@ def check_builds(runs: Iterable[Any], data: PairedData) -> None:
             if (id(run.spec), run.method) not in seen:
                 seen.add((id(run.spec), run.method))
                 build_method(run.spec, run.method, data, torch.device("meta"))
+
+
+def fit_warnings(spec: TaskSpec, name: str, data: PairedData) -> list[str]:
+    """One line for each setting of method ``name`` that does not fit ``data``: a batch larger than the
+    training set, a k of ``metrics.ks`` that reaches the number of items a test query ranks, and what the
+    method itself checks (:meth:`harness.method.Method.fit_warnings`: SwAMP's K and queue). Settings with
+    which the run could not mean anything raise ConfigError instead."""
+    m = spec.methods[name]
+    where = f"{spec.path}: methods.{name}"
+    n_pairs, batch = data["train"].n_pairs, m.train.batch_size
+    lines = []
+    if batch > n_pairs:
+        lines.append(f"{where}: train.batch_size = {batch} exceeds the {n_pairs} training pairs: every epoch is "
+                     f"one step on all of them ({m.train.epochs} steps in all); set train.batch_size below "
+                     f"{n_pairs}, e.g. {max(2, n_pairs // 4)}")
+    try:
+        lines += [f"{where}: {line}" for line in METHODS.get(m.method).fit_warnings(m.params, n_pairs, batch)]
+    except ConfigError as err:
+        raise ConfigError(f"{where}: {err}") from None
+    test = data["test"]
+    for n_folds in spec.metrics.folds:
+        for direction in spec.metrics.directions:
+            gallery = (len(test.a) if DIRECTIONS[direction] else len(test.b)) // n_folds
+            big = [k for k in spec.metrics.ks if k >= gallery]
+            if big:
+                fold = "" if n_folds == 1 else f" within each of {n_folds} folds"
+                fits = [k for k in spec.metrics.ks if k < gallery] or [1]
+                lines.append(f"{spec.path}: metrics.ks {big}: a {direction} query ranks {gallery} test items{fold}, "
+                             f"so R@{big[0]} and above are 100% for any method; use ks below {gallery}, e.g. {fits}")
+    return lines
+
+
+def check_fit(runs: Iterable[Any], data: PairedData) -> None:
+    """Print the :func:`fit_warnings` of every planned (task settings, method) once, as one line each, before
+    anything trains (errors stop the command here); the runs record them in their result files."""
+    seen: set[tuple[int, str]] = set()
+    for run in runs:
+        if (id(run.spec), run.method) not in seen:
+            seen.add((id(run.spec), run.method))
+            for line in dict.fromkeys(fit_warnings(run.spec, run.method, data)):
+                print(f"warning: {line}", file=sys.stderr)

@@ -140,7 +140,7 @@ def run_one(run: Run, data: PairedData, opts: RunOptions) -> dict[str, Any] | No
         val_at_best={k[4:]: v for k, v in fit.history[fit.best_epoch - 1].items() if k.startswith("val/")},
         collapse=collapse.detect(fit.history, chance, patience=m.train.collapse_patience,
                                  tolerance=m.train.collapse_tolerance, best_epoch=fit.best_epoch),
-        history=fit.history, profile=prof.summary(), resumed_from_epoch=resumed_from, on_nan=opts.on_nan,
+        warnings=preflight.fit_warnings(spec, name, data), history=fit.history, profile=prof.summary(), resumed_from_epoch=resumed_from, on_nan=opts.on_nan,
         skipped_steps=skipped,
         distributed={"world_size": info.world_size, "backend": info.backend,
                      "batch_per_process": -(-m.train.batch_size // info.world_size)},
@@ -241,8 +241,11 @@ def run_protocol(method: Method, split: Split, metrics_spec: MetricSpec, n_folds
     """Encode every item, score within each of ``n_folds`` folds, rank; timed as test_total/encode/score/rank
     with the protocol's tag ('' or '@<n>folds'), peak memory in phase 'test<tag>'. Encoding and scoring
     run under ``precision``. When the method's ``test_time_budget_s`` stops the scoring part-way, nothing
-    is ranked: the profile records the fraction scored and the extrapolated times, and no metrics return."""
+    is ranked: the profile records the fraction scored and the extrapolated times, and no metrics return.
+    A method that reproduces a released evaluation with a pass over the test pairs (SCAN's) has that pass
+    timed after the protocol, on clocks of its own (:func:`harness.run.evaluate.pair_pass`)."""
     tag = ev.protocol_tag(n_folds)
+    metrics: dict[str, float] = {}
     with prof.phase(f"test{tag}"), prof.timer(f"test_total{tag}"):
         with prof.timer(f"test_encode{tag}"), prec.scope(precision, device):
             emb_a, emb_b = ev.encode_split(method, split, device, batch_size)
@@ -251,6 +254,10 @@ def run_protocol(method: Method, split: Split, metrics_spec: MetricSpec, n_folds
             blocks, done = ev.score_folds(method, emb_a, emb_b, folds, method.test_time_budget_s)
         if done < 1:
             prof.extrapolate(tag, done)
-            return {}
-        with prof.timer(f"test_rank{tag}"):
-            return ev.rank_folds(blocks, folds, split, metrics_spec, ranks)
+        else:
+            with prof.timer(f"test_rank{tag}"):
+                metrics = ev.rank_folds(blocks, folds, split, metrics_spec, ranks)
+    if method.times_pair_pass and split.paired:  # outside test_total: the protocol's own figure stays as it is
+        with prec.scope(precision, device):
+            ev.pair_pass(method, split, device, batch_size, prof.timer, tag)
+    return metrics

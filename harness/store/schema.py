@@ -44,6 +44,8 @@ class Result:
     best_epoch: int | None = field(default=None, metadata=_doc("the epoch kept (best validation selection metric)"))
     val_at_best: dict[str, float] | None = field(default=None, metadata=_doc("validation metrics at best_epoch"))
     collapse: dict[str, Any] | None = field(default=None, metadata=_doc("collapse record (harness.run.collapse)"))
+    warnings: list[str] = field(default_factory=list, metadata=_doc("settings that do not fit the data, one line "
+                                                                    "each (harness.run.preflight.fit_warnings)"))
     history: list[dict[str, float]] = field(default_factory=list, metadata=_doc("per-epoch loss terms and "
                                                                                 "validation metrics"))
     profile: dict[str, Any] = field(metadata=_doc("timings (s) and peak memory (MiB) by phase"))
