@@ -45,8 +45,8 @@ from harness.run.distributed import gather_rows, global_batch_sum, is_distribute
 from harness.data.paired import (SPLITS, ArrayRows, PairedData, Split, concat, expand_root, require_files, standardize,
                                  standardize_splits, take)
 from harness.data import npy
-from harness.data.images import (IMAGENET_MEAN, IMAGENET_STD, ImageFiles, ImageTensor, RandomImages, SemanticTriplets,
-                                 check_readable, image_transform)
+from harness.data.images import (IMAGENET_MEAN, IMAGENET_STD, ImageChoices, ImageFiles, ImageTensor, RandomImages,
+                                 SemanticTriplets, check_readable, image_transform)
 from harness.data.text import END, SPECIALS, START, TokenCaptions, cached_vocab, encode_captions, read_lines, tokenize
 from harness.data.words import CaptionDraw, PaddedCaptions, WordsFields, split_words
 from harness.data.videotext import (HOWTO100M_PUBLISHED, POOLS, assemble, caption_owner, check_files, holdout,
@@ -75,7 +75,8 @@ __all__ = [
     "log_softmax_nograd", "sinkhorn", "gather_rows", "global_batch_sum", "is_distributed", "rank_and_world",
     "SPLITS", "ArrayRows", "PairedData", "Split", "concat", "expand_root", "require_files", "standardize",
     "standardize_splits", "take", "npy",
-    "IMAGENET_MEAN", "IMAGENET_STD", "ImageFiles", "ImageTensor", "RandomImages", "SemanticTriplets", "check_readable",
+    "IMAGENET_MEAN", "IMAGENET_STD", "ImageChoices", "ImageFiles", "ImageTensor", "RandomImages", "SemanticTriplets",
+    "check_readable",
     "image_transform", "END", "SPECIALS", "START", "TokenCaptions", "cached_vocab", "encode_captions", "read_lines",
     "tokenize", "CaptionDraw", "PaddedCaptions", "WordsFields", "split_words", "HOWTO100M_PUBLISHED", "POOLS",
     "assemble", "caption_owner", "check_files", "holdout", "howto_parts", "howto_video", "pool_frames",

@@ -90,13 +90,13 @@ def _wikipedia(root: Path) -> dict[str, Any]:
 
 
 def _qmul(root: Path) -> dict[str, Any]:
-    """<category>_{sketch,edge}_db_{train,test}.mat (uint8 N x 32 x 32 under 'data') for both categories."""
+    """<category>_{sketch,edge}_db_{train,test}.mat (uint8 N x 32 x 32 under 'data') for every category."""
     import numpy as np
     from scipy.io import savemat
 
     rng = np.random.default_rng(0)
     root.mkdir(parents=True, exist_ok=True)
-    for category in ("shoes", "chairs"):
+    for category in ("shoes", "chairs", "handbags"):
         for split, n in (("train", 20), ("test", 10)):
             for drawing in ("sketch", "edge"):
                 data = rng.integers(0, 256, (n, 32, 32), dtype=np.uint8)
@@ -130,7 +130,7 @@ BASES: dict[str, Base] = {
     "tuberlin": Base("tuberlin", {}, ("doodle2search",), _folders(random_test_classes=2)),
     "quickdraw": Base("quickdraw", {}, ("doodle2search",), _folders()),
     "wikipedia": Base("wikipedia", SMALL_WIKIPEDIA, ("cca", "contrastive", "swamp"), _wikipedia),
-    **{t: Base(t, SMALL_QMUL, ("contrastive", "swamp"), _qmul) for t in ("qmul_shoes", "qmul_chairs")},
+    **{t: Base(t, SMALL_QMUL, ("contrastive", "swamp"), _qmul) for t in ("qmul_shoes", "qmul_chairs", "qmul_handbags")},
 }
 WITHOUT_FIXTURE: tuple[str, ...] = ()  # task files no fixture can give data to (none today)
 

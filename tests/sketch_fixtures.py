@@ -51,6 +51,30 @@ def write_image_folders(root: Path, classes=CLASSES, sketches: int = 4, photos: 
     return root
 
 
+def write_doodle2search_files(root: Path, classes=CLASSES, versions: int = 3, dim: int = 5, seed: int = 1) -> dict:
+    """Beside :func:`write_image_folders`'s folders, Doodle2Search's own formats: ``versions`` sketch folders
+    ``sketch_v<k>/<class>/<file>`` holding the same file names (version k: the sketch with its pixels
+    shifted by 10·k grey levels) and the class vectors ``vectors.npy`` (row i: class i of the reversed
+    class list, so order matters) with ``vocab.pkl``, a pickled list of the row names. Returns the
+    dataset settings that read them."""
+    import pickle
+
+    rng = np.random.default_rng(seed)
+    folders = []
+    for k in range(versions):
+        folder = f"sketch_v{k}"
+        for path in sorted((root / "sketch").rglob("*.png")):
+            target = root / folder / path.relative_to(root / "sketch")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            pixels = np.asarray(Image.open(path), dtype=np.int16)
+            Image.fromarray((pixels // 2 + 40 * k).astype(np.uint8)).save(target)
+        folders.append(folder)
+    names = list(reversed(classes))
+    np.save(root / "vectors.npy", rng.normal(size=(len(names), dim)).astype(np.float32))
+    (root / "vocab.pkl").write_bytes(pickle.dumps(names, protocol=2))
+    return {"sketch_dir": folders, "word_vectors": "vectors.npy", "word_vocab": "vocab.pkl"}
+
+
 def folder_task(root: Path, **dataset) -> dict:
     """A seconds-long variant of tasks/sketchy.yaml on the folders under ``root`` (from
     :func:`write_image_folders`): 12 × 12 images, a small CNN, 2 epochs, both methods."""
@@ -58,7 +82,8 @@ def folder_task(root: Path, **dataset) -> dict:
     return {"base": str(Path(__file__).resolve().parent.parent / "tasks" / "sketchy.yaml"), "name": "tiny_folders",
             "version": "test",
             "dataset": {"root": str(root), "test_classes": ["bat", "saw"], "val_fraction": 0.25, "image_size": 12,
-                        "workers": 2, **dataset},
+                        "workers": 2, "sketch_dir": "sketch", "photo_dir": "photo", "word_vectors": "word_vectors.txt",
+                        "word_vocab": "", **dataset},
             "encoders": {"a": small, "b": small},
             "train": {"epochs": 2, "batch_size": 4, "eval_batch_size": 8},
             "methods": {"doodle2search": {"method": "doodle2search", "ramp_start": 0, "ramp_end": 2},

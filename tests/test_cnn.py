@@ -60,3 +60,10 @@ def test_attention_adds_the_softmax_weighted_map():
     mask = torch.softmax(att.net(x).flatten(1), dim=1).view(1, 1, 3, 3)
     assert torch.allclose(att(x), x * (1 + mask))
     assert float(mask.sum()) == pytest.approx(1.0)
+
+
+def test_attention_is_off_unless_asked_as_in_doodle2search():
+    from torch import nn
+
+    assert isinstance(build(arch="small", widths=[4, 8]).attention, nn.Identity)
+    assert isinstance(build(arch="small", widths=[4, 8], attention=True).attention, SpatialAttention)

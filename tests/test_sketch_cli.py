@@ -5,11 +5,13 @@ import json
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
 from harness.cli import main
-from harness.errors import DataError
+from harness.config.params import parse
+from harness.errors import ConfigError, DataError
 from harness.data.sources.qmul_sbir import QMULParams, QMULSBIR
 from tests import sketch_fixtures
 from tests.conftest import ROOT, write_task
@@ -84,3 +86,60 @@ def test_qmul_splits_are_paired_and_validation_is_a_seeded_slice(category, sizes
     assert not torch.equal(crops[0], crops[1])  # augmented independently
     assert torch.equal(data["test"].a.take(torch.tensor([0])), again["test"].a.take(torch.tensor([0])))
     assert abs(float(data["train"].a.images.mean())) < 1e-3  # standardised with training statistics
+
+
+def write_qmul_release(root: Path, category: str, sizes: dict[str, int], triplets: bool = True) -> dict[str, np.ndarray]:
+    """The release's files of a category as it ships them: MATLAB v5 files with key 'data', uint8
+    N x 256 x 256 (row i of the sketch and the edge file of a split: the same item; here the edge map
+    is the sketch inverted, so pairs can be checked), plus, with ``triplets``, a training-triplet file
+    the pair-based methods must not need."""
+    from scipy.io import savemat
+
+    rng = np.random.default_rng(7)
+    root.mkdir(parents=True, exist_ok=True)
+    written = {}
+    for split, n in sizes.items():
+        sketch = rng.integers(0, 256, (n, 256, 256), dtype=np.uint8)
+        for drawing, array in (("sketch", sketch), ("edge", 255 - sketch)):
+            savemat(root / f"{category}_{drawing}_db_{split}.mat", {"data": array}, format="5")
+            written[f"{drawing}_{split}"] = array
+    if triplets:
+        savemat(root / f"{category}_triplets_train.mat", {"triplets": rng.integers(0, sizes["train"], (50, 3))})
+    return written
+
+
+def test_qmul_handbags_read_as_shoes_and_chairs_without_their_triplet_file(tmp_path):
+    written = write_qmul_release(tmp_path / "with", "handbags", {"train": 40, "test": 12})
+    write_qmul_release(tmp_path / "without", "handbags", {"train": 40, "test": 12}, triplets=False)
+    data = QMULSBIR.load(QMULParams(root=str(tmp_path / "with"), category="handbags", image_size=16, crop_scale=()))
+    same = QMULSBIR.load(QMULParams(root=str(tmp_path / "without"), category="handbags", image_size=16,
+                                    crop_scale=()))
+    assert tuple(data[s].n_pairs for s in ("train", "val", "test")) == (36, 4, 12)
+    assert data.info["category"] == "handbags" and "QMUL-Handbag" in data.info["origin"]
+    for split in ("train", "val", "test"):
+        for side in ("a", "b"):
+            assert torch.equal(getattr(data[split], side).images, getattr(same[split], side).images)
+    test = data["test"]  # row i of both files is item i: the edge map is the inverted sketch, before standardising
+    sketch, edge = test.a.images.flatten(1), test.b.images.flatten(1)
+    corr = torch.corrcoef(torch.cat([sketch, edge]))[: len(sketch), len(sketch):]
+    assert torch.equal(corr.argmin(1), torch.arange(len(sketch)))
+    with pytest.raises(DataError, match=r"(?s)4 file\(s\) missing.*handbags_sketch_db_train.mat"):
+        QMULSBIR.load(QMULParams(root=str(tmp_path / "none"), category="handbags"))
+    with pytest.raises(ConfigError, match="handbags"):
+        parse(QMULParams, {"category": "bags"}, "dataset")
+
+
+@pytest.mark.slow
+def test_qmul_handbags_task_runs_end_to_end(tmp_path):
+    write_qmul_release(tmp_path / "data", "handbags", {"train": 24, "test": 10})
+    out = tmp_path / "out"
+    small = ["encoders.a.widths=[4,8]", "encoders.b.widths=[4,8]", "encoders.a.dim=8", "encoders.b.dim=8",
+             "dataset.image_size=16", "train.epochs=2", "train.batch_size=8", "swamp.K=4", "swamp.queue=8"]
+    args = ["run", str(ROOT / "tasks" / "qmul_handbags.yaml"), "--methods", "contrastive,swamp", "--data-root",
+            str(tmp_path / "data"), "--device", "cpu", "--out", str(out), "--no-progress"]
+    assert main(args + [a for s in small for a in ("--set", s)]) == 0
+    for method in ("contrastive", "swamp"):
+        [path] = (out / "qmul_handbags").glob(f"{method}@*/seed0.json")
+        result = json.loads(path.read_text())
+        assert result["dataset"]["category"] == "handbags" and result["dataset"]["pairs"]["test"] == 10
+        assert 0 <= result["metrics"]["s2p/R@1"] <= 100

@@ -15,13 +15,14 @@ from harness.data.paired import Split
 from harness.errors import ConfigError, DataError
 from harness.run.evaluate import make_folds, rank_split
 from harness.run.preflight import check_pairing
-from harness.data.images import SemanticTriplets, negative_class_probabilities
+from harness.data.images import (IMAGENET_MEAN, IMAGENET_STD, ImageChoices, SemanticTriplets,
+                                 negative_class_probabilities)
 from harness.config.params import parse
 from harness.data.sources.image_folder import ImageFolder, ImageFolderParams, split_classes
 from harness.data.sources.sketch_shapes import SketchShapes, SketchShapesParams
 from harness.config.spec import MetricSpec
 from harness.data.word_vectors import class_vectors
-from tests.sketch_fixtures import CLASSES, write_image_folders
+from tests.sketch_fixtures import CLASSES, write_doodle2search_files, write_image_folders
 
 
 def folder_params(root: Path, **kw) -> ImageFolderParams:
@@ -115,6 +116,74 @@ def test_word_vectors_whole_words_means_and_header(tmp_path):
         class_vectors(path, ["apple", "tree"])
     with pytest.raises(DataError, match="does not exist"):
         class_vectors(tmp_path / "nope.txt", ["tree"])
+
+
+def test_normalize_none_leaves_pixels_in_unit_range_and_imagenet_standardises(folders):
+    raw = ImageFolder.load(folder_params(folders, normalize="none"))["test"]
+    net = ImageFolder.load(folder_params(folders))["test"]
+    rows = torch.arange(len(raw.b))
+    plain, standardised = raw.b.take(rows), net.b.take(rows)
+    assert 0 <= float(plain.min()) and float(plain.max()) <= 1 and float(plain.max()) > 0.5
+    mean, std = torch.tensor(IMAGENET_MEAN).view(1, 3, 1, 1), torch.tensor(IMAGENET_STD).view(1, 3, 1, 1)
+    torch.testing.assert_close(standardised, (plain - mean) / std)
+    with pytest.raises(ConfigError, match="normalize"):
+        folder_params(folders, normalize="unit")
+
+
+def test_sketch_versions_one_drawn_per_item_and_epoch(folders):
+    settings = write_doodle2search_files(folders)
+    data = ImageFolder.load(folder_params(folders, normalize="none", **settings))
+    train, test = data["train"].a, data["test"].a
+    assert isinstance(train, ImageChoices) and not isinstance(test, ImageChoices)
+    assert all(p.startswith(str(folders / "sketch_v0")) for p in test.paths)  # held-out splits: the first folder
+    each = torch.stack([torch.stack([train.read(f) for f in v]) for v in train.versions])  # (N, 3, C, H, W)
+    rows = torch.arange(len(train))
+
+    def drawn(seed):
+        torch.manual_seed(seed)
+        out = []
+        for _ in range(60):  # 60 epochs of every sketch; which version each one read
+            taken = train.take(rows)[:, None]  # (N, 1, C, H, W)
+            out.append((taken - each).abs().flatten(2).amax(2).argmin(1))
+        return torch.stack(out)  # (epochs, N)
+
+    epochs = drawn(0)
+    assert set(epochs.unique().tolist()) == {0, 1, 2}
+    counts = torch.bincount(epochs.flatten(), minlength=3).double()
+    assert float(stats.chisquare(counts.numpy()).pvalue) > 1e-3  # uniform over the versions
+    assert torch.equal(epochs, drawn(0)) and not torch.equal(epochs, drawn(1))  # reproducible from the seed
+
+
+def test_missing_sketch_version_is_one_clear_error(folders):
+    settings = write_doodle2search_files(folders)
+    (folders / "sketch_v2" / "apple" / "1.png").unlink()
+    with pytest.raises(DataError, match=r"1 training sketch\(es\) of .*sketch_v0 are missing from .*sketch_v2 "
+                                        r"\(e\.g\. apple/1\.png\)"):
+        ImageFolder.load(folder_params(folders, **settings))
+
+
+def test_class_vectors_from_an_array_and_its_pickled_vocabulary(folders):
+    import pickle
+
+    settings = write_doodle2search_files(folders)
+    array, names = np.load(folders / "vectors.npy"), pickle.loads((folders / "vocab.pkl").read_bytes())
+    data = ImageFolder.load(folder_params(folders, **settings))
+    train_names = data.info["classes"]["train"]
+    expected = np.stack([array[names.index(n)] for n in train_names])
+    np.testing.assert_array_equal(data["train"].b.word_vectors.numpy(), expected)
+    (folders / "vocab.txt").write_text("\n".join(n.upper().replace("_", " ") for n in names) + "\n")
+    np.testing.assert_array_equal(class_vectors(folders / "vectors.npy", train_names, folders / "vocab.txt"), expected)
+    with pytest.raises(DataError, match="name its rows with dataset.word_vocab"):
+        class_vectors(folders / "vectors.npy", train_names)
+    (folders / "short.txt").write_text("apple\n")
+    with pytest.raises(DataError, match="names 1 classes but .* has 6 rows"):
+        class_vectors(folders / "vectors.npy", train_names, folders / "short.txt")
+    (folders / "other.txt").write_text("\n".join(["zebra", *names[1:]]))
+    with pytest.raises(DataError, match=f"no entry for 1 class.*: {names[0]}"):
+        class_vectors(folders / "vectors.npy", names, folders / "other.txt")
+    (folders / "evil.pkl").write_bytes(pickle.dumps([Path("x")]))
+    with pytest.raises(DataError, match="not allowed"):
+        class_vectors(folders / "vectors.npy", names, folders / "evil.pkl")
 
 
 def test_negative_distribution_known_answer():

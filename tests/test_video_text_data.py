@@ -114,6 +114,48 @@ def test_pickles_are_read_without_running_code(tmp_path):
     assert read_feature_dict(tmp_path / "ok.pkl")["2d"]["v"].tolist() == [1.0, 1.0]
 
 
+def _numpy_feature_dict() -> dict:
+    rng = np.random.default_rng(0)
+    return {"2d": {"v0": rng.random((3, 4)).astype(np.float32), "v1": rng.random(4)},  # float32 frames, float64
+            "3d": {"v0": np.arange(2, dtype=np.int64), "v1": np.ones(2, np.float16), "n": np.float32(2.5)}}
+
+
+@pytest.mark.parametrize("zip_format", [True, False])
+def test_torch_saved_numpy_feature_dicts_load_under_weights_only(tmp_path, zip_format):
+    written = _numpy_feature_dict()
+    path = tmp_path / "feats.pth"
+    torch.save(written, path, _use_new_zipfile_serialization=zip_format)
+    with pytest.raises(pickle.UnpicklingError):  # what torch alone does with such a file
+        torch.load(path, weights_only=True)
+    read = read_feature_dict(path)
+    for kind in ("2d", "3d"):
+        assert read[kind].keys() == written[kind].keys()
+        for key, value in written[kind].items():
+            assert np.asarray(read[kind][key]).dtype == np.asarray(value).dtype
+            np.testing.assert_array_equal(read[kind][key], value)
+
+
+def test_numpy_1x_names_of_the_array_functions_are_read(tmp_path):
+    """A legacy torch file written under numpy 1.x names numpy.core.multiarray._reconstruct."""
+    path = tmp_path / "old.pth"
+    torch.save(_numpy_feature_dict(), path, _use_new_zipfile_serialization=False)
+    raw = path.read_bytes()
+    if b"numpy._core.multiarray\n_reconstruct" in raw:  # numpy 2 wrote it: rename as numpy 1.x would
+        raw = raw.replace(b"numpy._core.multiarray\n", b"numpy.core.multiarray\n")
+        path.write_bytes(raw)
+    assert b"numpy.core.multiarray\n_reconstruct" in raw
+    np.testing.assert_array_equal(read_feature_dict(path)["3d"]["v0"], [0, 1])
+
+
+def test_a_feature_file_naming_another_global_is_refused(tmp_path):
+    import datetime
+
+    path = tmp_path / "other.pth"
+    torch.save({"2d": {"v": np.ones(2)}, "3d": {"v": datetime.date(2020, 1, 1)}}, path)
+    with pytest.raises(DataError, match=r"holds datetime\.date, which is not read .*could run code"):
+        read_feature_dict(path)
+
+
 # ---------------------------------------------------------------- sources on generated files
 
 def test_msrvtt_layout(tmp_path):

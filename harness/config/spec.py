@@ -40,6 +40,9 @@ class TrainSpec:
     precision: str = "fp32"  # fp32 | tf32 | bf16 (harness/precision.py)
     collapse_patience: int = 10  # epochs a collapse signal must hold before the warning (0: never check)
     collapse_tolerance: float = 0.02  # relative distance to a loss's collapsed value that counts as on it
+    nesterov: bool = False  # optimizer sgd: Nesterov momentum (Doodle2Search's optimiser)
+    early_stop_patience: int | None = None  # stop once this many epochs in a row bring no better `select`
+    drop_last: bool = False  # leave out each epoch's last, partial batch (HowTo100M's loader)
 
     def check(self, where: str) -> None:
         P.require(self.batch_size >= 2, where,
@@ -59,6 +62,10 @@ class TrainSpec:
                   f"collapse_patience must be >= 0 epochs (0: no check), got {self.collapse_patience}")
         P.require(0 <= self.collapse_tolerance < 1, where,
                   f"collapse_tolerance must be in [0, 1), got {self.collapse_tolerance}")
+        P.require(not self.nesterov or self.optimizer == "sgd", where,
+                  f"nesterov applies to optimizer sgd only (got optimizer {self.optimizer}); set nesterov: false")
+        P.require(self.early_stop_patience is None or self.early_stop_patience >= 1, where,
+                  f"early_stop_patience must be >= 1 epoch (or null: train every epoch), got {self.early_stop_patience}")
 
 
 OPTIMIZERS = ("adam", "adamw", "sgd")

@@ -27,12 +27,16 @@ IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
 
 
-def image_transform(size: int, channels: int, mean: Sequence[float], std: Sequence[float]) -> v2.Compose:
-    """PIL image -> (channels, size, size) float32, resized without keeping the aspect ratio (as
-    Doodle2Search resizes to 224 × 224) and normalised channel-wise."""
+def image_transform(size: int, channels: int, mean: Sequence[float] | None = None,
+                    std: Sequence[float] | None = None) -> v2.Compose:
+    """PIL image -> (channels, size, size) float32 in [0, 1], resized without keeping the aspect ratio
+    (as Doodle2Search resizes to 224 × 224), then normalised channel-wise when ``mean`` and ``std`` are
+    given (None: left in [0, 1], as Doodle2Search's ``ToTensor()`` leaves them)."""
     steps: list[Any] = [v2.ToImage()] + ([v2.Grayscale(1)] if channels == 1 else [])
-    return v2.Compose(steps + [v2.Resize((size, size), antialias=True), v2.ToDtype(torch.float32, scale=True),
-                               v2.Normalize(list(mean), list(std))])
+    steps += [v2.Resize((size, size), antialias=True), v2.ToDtype(torch.float32, scale=True)]
+    if mean is not None and std is not None:
+        steps.append(v2.Normalize(list(mean), list(std)))
+    return v2.Compose(steps)
 
 
 def check_readable(paths: Sequence[str]) -> None:
@@ -70,10 +74,14 @@ class ImageFiles:
 
     def load(self, i: int) -> torch.Tensor:
         """(C, H, W) image ``i``; a file that cannot be decoded is a DataError naming it."""
+        return self.read(self.paths[i])
+
+    def read(self, path: str) -> torch.Tensor:
+        """(C, H, W) image of the file ``path``."""
         try:
-            return self.transform(default_loader(self.paths[i]))
+            return self.transform(default_loader(path))
         except (OSError, UnidentifiedImageError) as err:
-            raise DataError(f"cannot read image {self.paths[i]}: {err}") from err
+            raise DataError(f"cannot read image {path}: {err}") from err
 
     def take(self, index: torch.Tensor) -> torch.Tensor:
         """(B, C, H, W) images ``index``."""
@@ -82,6 +90,32 @@ class ImageFiles:
             with ThreadPoolExecutor(self.workers) as pool:
                 return torch.stack(list(pool.map(self.load, rows)))
         return torch.stack([self.load(i) for i in rows])
+
+
+class ImageChoices(ImageFiles):
+    """Rows read from image files where each row has several versions (Sketchy's augmented sketch
+    folders): every ``take`` draws, for each row taken, one of its versions uniformly with torch's
+    global generator (so one draw per item and epoch, reproducible from the run's seed), before any
+    decoding thread starts. ``versions[i]`` lists row i's files; ``paths`` are the first versions."""
+
+    def __init__(self, versions: Sequence[Sequence[str]], transform: v2.Compose, item_shape: tuple[int, int, int],
+                 workers: int = 0):
+        super().__init__([v[0] for v in versions], transform, item_shape, workers)
+        self.versions = [list(v) for v in versions]
+        self.counts = torch.tensor([len(v) for v in self.versions])
+
+    def choose(self, index: torch.Tensor) -> list[str]:
+        """The file drawn for each row of ``index``."""
+        picks = (torch.rand(len(index), dtype=torch.float64) * self.counts[index]).long()
+        return [self.versions[i][k] for i, k in zip(index.tolist(), picks.tolist())]
+
+    def take(self, index: torch.Tensor) -> torch.Tensor:
+        """(B, C, H, W) images ``index``, each from a freshly drawn version."""
+        files = self.choose(index)
+        if self.workers > 0 and len(files) > 1:
+            with ThreadPoolExecutor(self.workers) as pool:
+                return torch.stack(list(pool.map(self.read, files)))
+        return torch.stack([self.read(f) for f in files])
 
 
 class ImageTensor:

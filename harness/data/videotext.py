@@ -8,7 +8,9 @@ captions. Training splits whose videos have several captions draw one per video 
 """
 from __future__ import annotations
 
+import contextlib
 import pickle
+import re
 import zipfile
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -85,14 +87,51 @@ def read_pickle(path: Path) -> Any:
         raise DataError(f"cannot read {path}: {err}") from err
 
 
+def numpy_array_globals() -> list[Any]:
+    """What a pickled numpy array or scalar names besides containers: the array and scalar reconstruction
+    functions, ``ndarray``, ``dtype`` and the plain dtype classes (numbers, bool, bytes, str; numpy >= 1.25
+    names them in ``numpy.dtypes``). Files written under numpy 1.x name the functions ``numpy.core.…``,
+    under numpy 2 ``numpy._core.…``: both names map to the installed functions. None of them runs code
+    beyond rebuilding an array."""
+    multiarray = getattr(np, "_core", None) or np.core
+    found: list[Any] = [np.ndarray, np.dtype]
+    for name in ("_reconstruct", "scalar"):
+        function = getattr(multiarray.multiarray, name)
+        found += [function, (function, f"numpy.core.multiarray.{name}"), (function, f"numpy._core.multiarray.{name}")]
+    dtypes = getattr(np, "dtypes", None)
+    if dtypes is not None:
+        found += [getattr(dtypes, n) for n in dir(dtypes)
+                  if n.endswith("DType") and n not in ("ObjectDType", "VoidDType", "StringDType")]
+    return found
+
+
+def _numpy_allowed() -> contextlib.AbstractContextManager[Any]:
+    """``torch.load(weights_only=True)`` with :func:`numpy_array_globals` allowed, for this block only."""
+    allow = getattr(torch.serialization, "safe_globals", None)  # torch >= 2.5
+    return allow(numpy_array_globals()) if allow is not None else contextlib.nullcontext()
+
+
+_UNSUPPORTED = re.compile(r"Unsupported global: GLOBAL ([\w.]+)")
+
+
 def read_feature_dict(path: Path) -> Mapping[str, Mapping[str, Any]]:
     """HowTo100M's feature dictionaries, ``{'2d': {video id: vector}, '3d': {...}}``: a torch file (zip or
-    legacy serialisation, read with ``weights_only``) or a plain pickle of numpy arrays, whatever the suffix."""
+    legacy serialisation, read with ``weights_only`` and numpy's array globals allowed, so that
+    ``torch.save`` of numpy arrays loads) or a plain pickle of numpy arrays, whatever the suffix.
+    Anything else a file names (a class, a function) is refused: loading it could run code."""
     feats = None if zipfile.is_zipfile(path) else _plain_pickle(path)
     if feats is None:
         try:
-            feats = torch.load(path, map_location="cpu", weights_only=True)
-        except (OSError, EOFError, RuntimeError, pickle.UnpicklingError) as err:
+            with _numpy_allowed():
+                feats = torch.load(path, map_location="cpu", weights_only=True)
+        except pickle.UnpicklingError as err:
+            named = _UNSUPPORTED.search(str(err))
+            if named is None:
+                raise DataError(f"cannot read {path} as a torch file or a pickle of arrays: {err}") from err
+            raise DataError(f"{path} holds {named.group(1)}, which is not read (only containers, tensors and numpy "
+                            "arrays are: loading other objects could run code); save the features as "
+                            "{'2d': {id: array}, '3d': {id: array}} of tensors or numpy arrays") from None
+        except (OSError, EOFError, RuntimeError) as err:
             raise DataError(f"cannot read {path} as a torch file or a pickle of arrays: {err}") from err
     if not isinstance(feats, Mapping) or not all(isinstance(feats.get(k), Mapping) for k in ("2d", "3d")):
         keys = list(feats)[:5] if isinstance(feats, Mapping) else type(feats).__name__

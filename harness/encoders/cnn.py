@@ -6,7 +6,7 @@ names a local file (a torchvision state dict such as ``vgg16_bn-6c64b313.pth``),
 it; otherwise they start from random initialisation. The resolved configuration in every
 result file records the ``weights`` path ('' = random initialisation).
 
-Attention (Doodle2Search): a mask m = softmax over the H·W positions of conv1×1(conv1×1(x)),
+Attention (Doodle2Search, off by default as there): a mask m = softmax over the H·W positions of conv1×1(conv1×1(x)),
 then x + x·m, keeping the feature map's shape.
 """
 from __future__ import annotations
@@ -31,7 +31,7 @@ class CNNParams:
     arch: str = "resnet18"
     dim: int = 256
     weights: str = ""  # a local torchvision state-dict file; '' = random initialisation
-    attention: bool = True
+    attention: bool = False  # Doodle2Search's default (its --attn turns it on)
     attention_hidden: int = 380
     widths: tuple[int, ...] = (32, 64, 128, 256)  # arch 'small': channels of its conv blocks
 

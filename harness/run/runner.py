@@ -176,7 +176,7 @@ def _train(run: Run, method: Method, data: PairedData, opts: RunOptions, prof: P
     if resume.exists() and not opts.force:
         state, generator = ckpt.load_resume(resume, fingerprint, method, optimizer, scheduler)
     resumed_from = len(state.history) if state is not None else 0
-    steps_per_epoch = -(-data["train"].n_pairs // m.train.batch_size)
+    steps_per_epoch = tr.steps_per_epoch(data["train"].n_pairs, m.train.batch_size, m.train.drop_last)
     guard = guards.NonFiniteGuard(opts.on_nan, guards.hyperparameters(spec, run.method), steps_per_epoch, resume,
                                   step=resumed_from * steps_per_epoch)
     step = tr.make_step(method, optimizer, data["train"], opts.device, m.train.grad_clip,

@@ -26,7 +26,7 @@ def make_optimizer(method: Method, t: TrainSpec) -> torch.optim.Optimizer:
         return torch.optim.Adam(params, lr=t.lr, weight_decay=t.weight_decay)
     if t.optimizer == "adamw":
         return torch.optim.AdamW(params, lr=t.lr, weight_decay=t.weight_decay)
-    return torch.optim.SGD(params, lr=t.lr, momentum=0.9, weight_decay=t.weight_decay)
+    return torch.optim.SGD(params, lr=t.lr, momentum=0.9, weight_decay=t.weight_decay, nesterov=t.nesterov)
 
 
 def make_step(method: Method, optimizer: torch.optim.Optimizer, split: Split, device: torch.device,
@@ -62,9 +62,20 @@ def make_step(method: Method, optimizer: torch.optim.Optimizer, split: Split, de
     return step
 
 
-def batches(n: int, batch_size: int, generator: torch.Generator) -> list[torch.Tensor]:
-    """A shuffled partition of range(n) into batches (the last one may be smaller)."""
-    return list(torch.randperm(n, generator=generator).split(batch_size))
+def batches(n: int, batch_size: int, generator: torch.Generator, drop_last: bool = False) -> list[torch.Tensor]:
+    """A shuffled partition of range(n) into batches (the last one may be smaller); with ``drop_last``
+    the last batch is left out when it is smaller than ``batch_size`` (as torch's DataLoader does),
+    unless it is the only one."""
+    parts = list(torch.randperm(n, generator=generator).split(batch_size))
+    if drop_last and len(parts) > 1 and len(parts[-1]) < batch_size:
+        parts.pop()
+    return parts
+
+
+def steps_per_epoch(n: int, batch_size: int, drop_last: bool = False) -> int:
+    """How many batches :func:`batches` gives for ``n`` items."""
+    full, rest = divmod(n, batch_size)
+    return full + (1 if rest and not (drop_last and full) else 0)
 
 
 @dataclass
@@ -77,11 +88,12 @@ class FitResult:
     history: list[dict[str, float]] = field(default_factory=list)
 
 
-def run_epoch(step: StepFn, n_pairs: int, batch_size: int, generator: torch.Generator) -> dict[str, float]:
+def run_epoch(step: StepFn, n_pairs: int, batch_size: int, generator: torch.Generator,
+              drop_last: bool = False) -> dict[str, float]:
     """All steps of one epoch; returns the mean of each logged scalar."""
     sums: dict[str, torch.Tensor] = {}
     counts: dict[str, int] = {}
-    for index in batches(n_pairs, batch_size, generator):
+    for index in batches(n_pairs, batch_size, generator, drop_last):
         for key, value in step(index).items():
             sums[key] = sums.get(key, 0) + value
             counts[key] = counts.get(key, 0) + 1
@@ -96,7 +108,10 @@ def fit(method: Method, split: Split, t: TrainSpec, *, seed: int, step: StepFn,
         after_epoch: Callable[[FitResult, torch.Generator], None] = lambda result, generator: None) -> FitResult:
     """Train for ``t.epochs`` epochs, validating after each; keep the state of the best epoch.
 
-    ``select`` metrics ending in MedR or MeanR are minimised, all others maximised. To resume,
+    ``select`` metrics ending in MedR or MeanR are minimised, all others maximised; only a strictly
+    better value makes a new best epoch. With ``t.early_stop_patience`` = P, training stops once P
+    epochs in a row after the best one brought no better value (the epoch kept is still the best
+    one); :func:`stopped_early` tells whether it stopped so. To resume,
     pass the ``state`` and batch-order ``generator`` saved by ``after_epoch`` (called at the end
     of every epoch): training continues at epoch ``len(state.history) + 1``.
     """
@@ -104,9 +119,11 @@ def fit(method: Method, split: Split, t: TrainSpec, *, seed: int, step: StepFn,
     lower_is_better = t.select.endswith(("MedR", "MeanR"))
     result = state if state is not None else FitResult()
     for e in range(len(result.history), t.epochs):
+        if stopped_early(result, t):
+            break
         method.train()
         method.start_epoch(e + 1)
-        logs = epoch(step, split.n_pairs, t.batch_size, generator)
+        logs = epoch(step, split.n_pairs, t.batch_size, generator, drop_last=t.drop_last)
         if scheduler is not None:
             scheduler.step()
         method.eval()
@@ -120,6 +137,12 @@ def fit(method: Method, split: Split, t: TrainSpec, *, seed: int, step: StepFn,
         on_epoch(record)
         after_epoch(result, generator)
     return result
+
+
+def stopped_early(result: FitResult, t: TrainSpec) -> bool:
+    """Whether ``t.early_stop_patience`` epochs have passed since the best one (so training stops)."""
+    patience = t.early_stop_patience
+    return patience is not None and bool(result.history) and len(result.history) - result.best_epoch >= patience
 
 
 def fit_closed_form(method: Method, split: Split, fit: Callable[[Split], None],

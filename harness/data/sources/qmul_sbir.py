@@ -1,10 +1,12 @@
-"""QMUL fine-grained sketch-based image retrieval (Yu et al., "Sketch Me That Shoe", CVPR 2016): shoes and
-chairs, each sketch paired with one photo's edge map (the RGB photos are not in this release).
+"""QMUL fine-grained sketch-based image retrieval (Yu et al., "Sketch Me That Shoe", CVPR 2016): shoes,
+chairs and handbags, each sketch paired with one photo's edge map (the RGB photos are not in this release).
 
 Files under ``root``: ``<category>_{sketch,edge}_db_{train,test}.mat`` (MATLAB v5, key ``data``,
 uint8 N × 256 × 256; row i of the sketch file and row i of the edge file of a split are the same
-item). Shoes: 304 train / 115 test pairs; chairs: 200 / 97. Published with yuqian1023/Deep_SBIR_tf
-@ 838c17c, ``data/<category>/``.
+item). Shoes: 304 train / 115 test pairs; chairs: 200 / 97; handbags: the same four files (the
+release's handbag folder also holds ``handbags_triplets_train.mat``, the triplets its triplet-loss
+training samples from, which the pair-based methods here do not read). Published with
+yuqian1023/Deep_SBIR_tf @ 838c17c, ``data/<category>/``.
 
 ``root`` defaults to ``${QMUL_SBIR:-data/qmul_sbir}``: the environment variable
 ``QMUL_SBIR`` names the folder, else ``data/qmul_sbir`` (relative to the working directory).
@@ -26,7 +28,7 @@ from torchvision.transforms.v2 import functional as TF
 
 from harness.api import SOURCES, DataError, ImageTensor, PairedData, Split, bounded, expand_root, require, require_files
 
-ORIGIN = ("QMUL-Shoe and QMUL-Chair (Yu et al., Sketch Me That Shoe, CVPR 2016), as released with "
+ORIGIN = ("QMUL-Shoe, QMUL-Chair and QMUL-Handbag (Yu et al., Sketch Me That Shoe, CVPR 2016), as released with "
           "yuqian1023/Deep_SBIR_tf @ 838c17c, data/<category>/; sketches paired with photo edge maps")
 DRAWINGS = ("sketch", "edge")  # the two kinds of .mat file per category and split
 
@@ -34,7 +36,7 @@ DRAWINGS = ("sketch", "edge")  # the two kinds of .mat file per category and spl
 @dataclass(frozen=True)
 class QMULParams:
     root: str = "${QMUL_SBIR:-data/qmul_sbir}"
-    category: Literal["shoes", "chairs"] = "shoes"
+    category: Literal["shoes", "chairs", "handbags"] = "shoes"
     image_size: int = 96
     val_fraction: float = 0.1
     split_seed: int = bounded(0, ge=0)
@@ -91,7 +93,7 @@ def load_split_arrays(root: Path, category: str, split: str, size: int) -> tuple
 
 @SOURCES.register("qmul_sbir")
 class QMULSBIR:
-    """QMUL-Shoe / QMUL-Chair: instance-level sketch -> edge-map retrieval, pair relevance."""
+    """QMUL-Shoe / QMUL-Chair / QMUL-Handbag: instance-level sketch -> edge-map retrieval, pair relevance."""
 
     Params = QMULParams
 
