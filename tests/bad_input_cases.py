@@ -406,6 +406,12 @@ CASES: list[Case] = [
          "it is on a read-only file system", "pass --out with a writable folder", read_only_mount=True),
     Case("command line", "out-corrupt-result", "a result file in the results folder cut short by hand",
          corrupt_result, "cannot read the result file", "pass --force"),
+    Case("command line", "report-empty", "harness report on a folder without result files",
+         lambda d: ["report", str((d / "empty").mkdir() or d / "empty"), "--out", str(d / "site")],
+         "no result files", "write some with `python -m harness run"),
+    Case("command line", "report-not-folder", "harness report on a folder that does not exist",
+         lambda d: ["report", str(d / "nowhere"), "--out", str(d / "site")], "is not a folder",
+         "give folders that hold result files"),
     # --- data -------------------------------------------------------------------------------------
     Case("data", "arrays-missing", "paired_arrays: a file missing", on_arrays(**{"test_b.npy": None}),
          "1 file(s) missing", "Set dataset.root in the task file or pass --data-root PATH"),
