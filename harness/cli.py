@@ -1,4 +1,4 @@
-"""Command line: ``python -m harness {run,list,table,plot,clusters,ensemble,compare,bench} ...``. Bad input exits with status 2."""
+"""Command line: ``python -m harness {run,list,table,plot,clusters,ensemble,compare,status,bench} ...``. Bad input exits with status 2."""
 from __future__ import annotations
 
 import argparse
@@ -135,6 +135,18 @@ def build_parser() -> argparse.ArgumentParser:
     comp.add_argument("--fail-on-change", action="store_true", help="exit 1 when a change is flagged")
     comp.add_argument("--only-flagged", action="store_true", help="list only the flagged metrics")
     comp.add_argument("--format", default="simple", help="table format (tabulate name, e.g. github)")
+    status = sub.add_parser("status", help="which runs of a grid are finished, running, interrupted or not started",
+                            parents=[plugins])
+    status.add_argument("out", help="results folder, e.g. results")
+    status.add_argument("task", nargs="?", default=None,
+                        help="task YAML: list its planned runs, those not started included (default: the runs found)")
+    status.add_argument("--methods", default="", help="the run command's --methods (with TASK)")
+    status.add_argument("--seeds", default=None, help="the run command's --seeds (with TASK; default: 0)")
+    status.add_argument("--set", dest="overrides", action="append", default=[], metavar="NAME.KEY=VALUE",
+                        help="the run command's --set (with TASK)")
+    status.add_argument("--sweep", action="append", default=[], metavar="NAME.KEY=V1,V2,...",
+                        help="the run command's --sweep (with TASK)")
+    status.add_argument("--format", default="simple", help="table format (tabulate name, e.g. github)")
     from harness.bench import DEFAULT_FACTOR
 
     bench = sub.add_parser("bench", help="regression gate: asv suite on REV and on the working tree; exit 1 if slower")
@@ -482,6 +494,23 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return compare.cmd(args)
 
 
+def cmd_status(args: argparse.Namespace) -> int:
+    from harness.config import plan
+    from harness.report import status
+
+    if args.task is None:
+        if args.methods or args.seeds or args.overrides or args.sweep:
+            raise ConfigError("--methods, --seeds, --set and --sweep describe the planned runs of a task; add the "
+                              "task file, e.g. status results tasks/synthetic.yaml --seeds 0-4")
+        planned = None
+    else:
+        runs = plan.plan(args.task, list(args.overrides), args.sweep, [m for m in args.methods.split(",") if m],
+                         parse_seeds(args.seeds or "0"))
+        planned = [(r.spec.name, r.run_name, r.seed) for r in runs]
+    status.show(Path(args.out), planned, args.format)
+    return 0
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
     from harness import bench
 
@@ -500,7 +529,7 @@ def main(argv: list[str] | None = None) -> int:
             raise _unrecognized(args.subcommands[args.command], extra)
         registry.set_include(getattr(args, "include", []))
         handler = {"run": cmd_run, "list": cmd_list, "table": cmd_table, "plot": cmd_plot, "clusters": cmd_clusters,
-                   "ensemble": cmd_ensemble, "compare": cmd_compare, "bench": cmd_bench}[args.command]
+                   "ensemble": cmd_ensemble, "compare": cmd_compare, "status": cmd_status, "bench": cmd_bench}[args.command]
         code = handler(args)
         _plugin_warnings()
         return code

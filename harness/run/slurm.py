@@ -165,6 +165,10 @@ def submit(runs: Sequence[Any], argvs: Sequence[Sequence[str]], folder: Path, op
     with executor.batch():
         pending = [executor.submit(call) for call in calls]
     jobs = list(pending)
+    try:
+        (folder / "%j").rmdir()  # the executor's folder template, made empty by submitit
+    except OSError:
+        pass
     folder.mkdir(parents=True, exist_ok=True)
     with open(folder / RECORD, "a", encoding="utf-8") as record:  # one short line per job: appends do not mix
         for run, job in zip(runs, jobs):
@@ -216,21 +220,6 @@ def _finished(run: Any, job: submitit.Job) -> Finished:
         return Finished(run, str(job.job_id), False, message.strip())
     error = "" if outcome["returncode"] == 0 else (outcome["error"] or f"exit {outcome['returncode']}")
     return Finished(run, str(job.job_id), bool(outcome["trained"]), error)
-
-
-def recorded_jobs(folder: Path) -> dict[tuple[str, int], dict[str, Any]]:
-    """The last job recorded for each (run, seed) under a grid's ``_jobs`` folder."""
-    latest: dict[tuple[str, int], dict[str, Any]] = {}
-    path = folder / RECORD
-    if not path.exists():
-        return latest
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            entry = json.loads(line)
-            latest[(entry["run"], int(entry["seed"]))] = entry
-        except (ValueError, KeyError, TypeError):
-            continue  # a line cut short by a launcher that was killed while writing
-    return latest
 
 
 def job_state(folder: Path, entry: Mapping[str, Any]) -> str:
