@@ -223,11 +223,11 @@ def _check_launcher(args: argparse.Namespace, info) -> None:
                               "(limit them with --slurm array_parallelism=N)")
         if info.world_size > 1:
             raise ConfigError("--launcher slurm submits jobs; run it without torchrun")
-        import importlib.util
-
-        if importlib.util.find_spec("submitit") is None:
+        try:
+            import submitit  # noqa: F401
+        except ImportError:
             raise ConfigError('--launcher slurm needs submitit, which is not installed; pip install '
-                              '"swamp-bench[cluster]" (or python -m pip install "submitit>=1.5")')
+                              '"swamp-bench[cluster]" (or python -m pip install "submitit>=1.5")') from None
         return
     if args.launcher != "local":
         if args.jobs is not None:
@@ -296,6 +296,9 @@ def _run_slurm(runs: list, opts, args: argparse.Namespace) -> list[dict] | None:
 
     options = _slurm_options(runs, args)
     slurm.check_cluster(options)
+    if options.get("cluster", "slurm") != "slurm" and not args.wait:
+        raise ConfigError(f"--slurm cluster={options['cluster']} runs the jobs from this command, which must stay "
+                          "to the end; add --wait")
     finished = [runner.finished_result(run, opts) for run in runs]
     pending = [run for run, done in zip(runs, finished) if done is None]
     for run, done in zip(runs, finished):

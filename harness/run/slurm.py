@@ -234,7 +234,8 @@ def job_state(folder: Path, entry: Mapping[str, Any]) -> str:
             return "unknown (result file unreadable)"
         return "COMPLETED" if kind == "success" else "FAILED"
     if entry.get("cluster") != "slurm":
-        return f"unknown ({entry.get('cluster')} job, no result yet)"
+        return ("unknown (debug job: ran inside the launcher)" if entry.get("cluster") == "debug"
+                else f"unknown ({entry.get('cluster')} job, no result yet)")
     if shutil.which("sacct") is None:
         return "unknown (sacct not available)"
     return submitit.SlurmJob(folder / "%j", entry["job_id"]).state
