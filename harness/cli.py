@@ -417,11 +417,14 @@ def _run_locked(run, data, opts, tag: str) -> dict | None:
     path = result_path(opts.out, run.spec.name, run.run_name, run.seed)
     with locks.run_lock(path, lambda holder: print(f"{tag}: waiting for {holder}", flush=True),
                         enabled=opts.dist.is_main) as waited:
-        done = dd.from_main(lambda: runner.finished_result(run, opts) if waited else None, opts.dist)
+        # checked again under the lock: another process may have finished the run since this one planned it,
+        # whether this one had to wait for the lock or arrived just after the other released it
+        done = dd.from_main(lambda: runner.finished_result(run, opts), opts.dist)
         if done is None:
             return runner.run_one(run, data, opts)
     if opts.dist.is_main:
-        print(f"{tag}: finished by the other process while this one waited, skipped ({done['_path']})")
+        how = "while this one waited" if waited else "since this command started"
+        print(f"{tag}: finished by the other process {how}, skipped ({done['_path']})")
     return done
 
 

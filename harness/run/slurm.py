@@ -34,7 +34,8 @@ from tqdm.auto import tqdm
 
 from harness.errors import ConfigError
 
-SKIP_MARKS = ("finished earlier, skipped", "finished by the other process while this one waited, skipped")
+SKIP_MARKS = ("finished earlier, skipped", "finished by the other process while this one waited, skipped",
+              "finished by the other process since this command started, skipped")
 RECORD = "jobs.jsonl"
 
 
@@ -155,6 +156,14 @@ def make_executor(folder: Path, options: Mapping[str, Any], name: str) -> submit
     return executor
 
 
+def _drop_template(folder: Path) -> None:
+    """Remove the empty folder named after the log-folder template (``%j``) that submitit's executors make."""
+    try:
+        (folder / "%j").rmdir()
+    except OSError:
+        pass
+
+
 def submit(runs: Sequence[Any], argvs: Sequence[Sequence[str]], folder: Path, options: Mapping[str, Any],
            name: str) -> list[submitit.Job]:
     """Submit one job per run as one array; record (job id, run, seed) in ``folder/jobs.jsonl``."""
@@ -165,10 +174,7 @@ def submit(runs: Sequence[Any], argvs: Sequence[Sequence[str]], folder: Path, op
     with executor.batch():
         pending = [executor.submit(call) for call in calls]
     jobs = list(pending)
-    try:
-        (folder / "%j").rmdir()  # the executor's folder template, made empty by submitit
-    except OSError:
-        pass
+    _drop_template(folder)
     folder.mkdir(parents=True, exist_ok=True)
     with open(folder / RECORD, "a", encoding="utf-8") as record:  # one short line per job: appends do not mix
         for run, job in zip(runs, jobs):
@@ -208,6 +214,8 @@ def wait(runs: Sequence[Any], jobs: Sequence[submitit.Job], progress: bool = Tru
                 time.sleep(poll)
     finally:
         bar.close()
+    if jobs:
+        _drop_template(Path(str(jobs[0].paths.folder)).parent)
     return [ended[i] for i in range(len(jobs))]
 
 
