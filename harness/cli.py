@@ -1,4 +1,4 @@
-"""Command line: ``python -m harness {run,list,table,plot,clusters,ensemble,compare,bench} ...``. Bad input exits with status 2."""
+"""Command line: ``python -m harness {run,list,table,plot,clusters,ensemble,compare,status,bench} ...``. Bad input exits with status 2."""
 from __future__ import annotations
 
 import argparse
@@ -75,9 +75,15 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--data-root", default=None, help="dataset folder (sets dataset.root)")
     run.add_argument("--out", default="results", help="results folder (default: results/)")
     run.add_argument("--no-progress", action="store_true", help="hide progress bars")
-    run.add_argument("--launcher", choices=("sequential", "local"), default="sequential",
+    run.add_argument("--launcher", choices=("sequential", "local", "slurm"), default="sequential",
                      help="sequential (default): the runs one after another in this process; local: each run in a "
-                          "worker process of its own, --jobs at a time")
+                          "worker process of its own, --jobs at a time; slurm: one SLURM job per run, submitted as "
+                          "a job array through submitit (docs/slurm.md)")
+    run.add_argument("--slurm", default=None, metavar="KEY=VALUE,...",
+                     help="options of --launcher slurm, e.g. partition=gpu,gpus_per_node=1,timeout_min=600 (they "
+                          "override the task file's launcher.slurm section; docs/slurm.md lists them)")
+    run.add_argument("--wait", action="store_true",
+                     help="with --launcher slurm: wait for the jobs, with a progress bar, and print the tables")
     run.add_argument("--jobs", type=int, default=None, metavar="N",
                      help="worker processes of --launcher local (default: 2)")
     run.add_argument("--threads", type=int, default=None, metavar="N",
@@ -136,6 +142,18 @@ def build_parser() -> argparse.ArgumentParser:
                      help="html (default): a self-contained site; md: pages for docs/ that link the result files")
     rep.add_argument("--no-figures", action="store_true", help="tables and provenance only (faster)")
     rep.add_argument("--no-progress", action="store_true", help="no progress bar")
+    status = sub.add_parser("status", help="which runs of a grid are finished, running, interrupted or not started",
+                            parents=[plugins])
+    status.add_argument("out", help="results folder, e.g. results")
+    status.add_argument("task", nargs="?", default=None,
+                        help="task YAML: list its planned runs, those not started included (default: the runs found)")
+    status.add_argument("--methods", default="", help="the run command's --methods (with TASK)")
+    status.add_argument("--seeds", default=None, help="the run command's --seeds (with TASK; default: 0)")
+    status.add_argument("--set", dest="overrides", action="append", default=[], metavar="NAME.KEY=VALUE",
+                        help="the run command's --set (with TASK)")
+    status.add_argument("--sweep", action="append", default=[], metavar="NAME.KEY=V1,V2,...",
+                        help="the run command's --sweep (with TASK)")
+    status.add_argument("--format", default="simple", help="table format (tabulate name, e.g. github)")
     from harness.bench import DEFAULT_FACTOR
 
     bench = sub.add_parser("bench", help="regression gate: asv suite on REV and on the working tree; exit 1 if slower")
@@ -184,11 +202,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     _check_launcher(args, info)
     if args.threads is not None:
         torch.set_num_threads(args.threads)
+    launch = {"local": _run_local, "slurm": _run_slurm}.get(args.launcher)
     try:
-        results = _run_local(runs, opts, args) if args.launcher == "local" else _run_all(runs, opts)
+        results = launch(runs, opts, args) if launch else _run_all(runs, opts)
     finally:
         dd.shutdown()
-    if not info.is_main or args.no_tables:
+    if not info.is_main or args.no_tables or results is None:
         return 0
     folder = Path(args.out) / runs[0].spec.name
     _print_tables(results, args.reference, args.test_stat)
@@ -201,6 +220,22 @@ def _check_launcher(args: argparse.Namespace, info) -> None:
     """--jobs and --threads are positive and --jobs goes with --launcher local, outside torchrun."""
     if args.threads is not None and args.threads < 1:
         raise ConfigError(f"--threads {args.threads}: give a positive number of torch threads per run")
+    if args.launcher != "slurm":
+        for flag, given in (("--slurm", args.slurm is not None), ("--wait", args.wait)):
+            if given:
+                raise ConfigError(f"{flag} goes with --launcher slurm; add --launcher slurm")
+    if args.launcher == "slurm":
+        if args.jobs is not None:
+            raise ConfigError("--jobs sets the workers of --launcher local; SLURM runs every job of the array "
+                              "(limit them with --slurm array_parallelism=N)")
+        if info.world_size > 1:
+            raise ConfigError("--launcher slurm submits jobs; run it without torchrun")
+        try:
+            import submitit  # noqa: F401
+        except ImportError:
+            raise ConfigError('--launcher slurm needs submitit, which is not installed; pip install '
+                              '"swamp-bench[cluster]" (or python -m pip install "submitit>=1.5")') from None
+        return
     if args.launcher != "local":
         if args.jobs is not None:
             raise ConfigError("--jobs sets the workers of --launcher local; add --launcher local")
@@ -225,10 +260,7 @@ def _run_local(runs: list, opts, args: argparse.Namespace) -> list[dict]:
             print(_skip_line(f"{run.run_name} seed{run.seed}", run, done))
     for key in dict.fromkeys(_data_key(r) for r in pending):  # what a sequential run checks, before any worker
         _checked_data([r for r in pending if _data_key(r) == key], opts)
-    common = ["--out", str(opts.out), "--device", args.device, "--on-nan", args.on_nan,
-              *(["--epochs", str(args.epochs)] if args.epochs is not None else []),
-              *(["--init", args.init] if args.init else []), *(["--force"] if args.force else []),
-              *[arg for path in args.include for arg in ("--include", path)]]
+    common = _worker_args(args, opts)
     if pending:
         print(f"{len(pending)} run(s) in {jobs} worker process(es), {threads} torch thread(s) each")
     outcomes = launcher.run_local(pending, common, jobs, threads)
@@ -243,6 +275,71 @@ def _run_local(runs: list, opts, args: argparse.Namespace) -> list[dict]:
         first = failed[0]
         raise RunError(f"{len(failed)} of {len(pending)} run(s) failed, first {first.run.run_name} seed{first.run.seed}"
                        f" (exit {first.returncode}): {first.last_line.removeprefix('error: ')}")
+    return results
+
+
+def _worker_args(args: argparse.Namespace, opts) -> list[str]:
+    """The options every worker of a launcher shares (its task, method, seed and overrides come first)."""
+    return ["--out", str(opts.out), "--device", args.device, "--on-nan", args.on_nan,
+            *(["--epochs", str(args.epochs)] if args.epochs is not None else []),
+            *(["--init", args.init] if args.init else []), *(["--force"] if args.force else []),
+            *[arg for path in args.include for arg in ("--include", path)]]
+
+
+def _slurm_options(runs: list, args: argparse.Namespace) -> dict:
+    """The task file's launcher.slurm section, overridden option by option by --slurm."""
+    from harness.config import launch
+
+    section = launch.check_section(runs[0].spec.raw.get("launcher"), f"{runs[0].spec.path}: launcher")
+    return {**section.get("slurm", {}), **(launch.parse_slurm(args.slurm) if args.slurm else {})}
+
+
+def _run_slurm(runs: list, opts, args: argparse.Namespace) -> list[dict] | None:
+    """``--launcher slurm``: the checks of a sequential run, then one job per unfinished run as one array.
+    With --wait, the result files of every run once the jobs ended (raises RunError naming the failed ones);
+    without it, None after printing the job ids and the commands that follow the grid."""
+    from harness.run import launcher, runner
+    from harness.run import slurm
+
+    options = _slurm_options(runs, args)
+    slurm.check_cluster(options)
+    if options.get("cluster", "slurm") != "slurm" and not args.wait:
+        raise ConfigError(f"--slurm cluster={options['cluster']} runs the jobs from this command, which must stay "
+                          "to the end; add --wait")
+    finished = [runner.finished_result(run, opts) for run in runs]
+    pending = [run for run, done in zip(runs, finished) if done is None]
+    for run, done in zip(runs, finished):
+        if done is not None:
+            print(_skip_line(f"{run.run_name} seed{run.seed}", run, done))
+    for key in dict.fromkeys(_data_key(r) for r in pending):  # what a sequential run checks, before submitting
+        _checked_data([r for r in pending if _data_key(r) == key], opts)
+    task = runs[0].spec.name
+    folder = slurm.jobs_folder(opts.out, task)
+    later = (f"python -m harness status {opts.out} {runs[0].spec.path}", f"python -m harness table {opts.out / task}")
+    if pending:
+        threads = args.threads or options.get("cpus_per_task")
+        argvs = [launcher.run_argv(run, _worker_args(args, opts), threads)[1:] for run in pending]
+        jobs = slurm.submit(pending, argvs, folder, options, f"{task}")
+        ids = [str(job.job_id) for job in jobs]
+        print(f"{len(jobs)} job(s) submitted ({options.get('cluster', 'slurm')}): {', '.join(ids)}; logs under {folder}/"
+              "<job id>/")
+        if not args.wait:
+            print(f"follow them with: {later[0]}\nwhen they have ended, the tables: {later[1]}")
+            return None
+        ended = slurm.wait(pending, jobs, progress=not args.no_progress)
+        failed = [e for e in ended if e.error]
+    else:
+        failed = []
+    reading = dataclasses.replace(opts, force=False)
+    results = [d if d is not None else runner.finished_result(r, reading) for r, d in zip(runs, finished)]
+    results = [r for r in results if r is not None]
+    if failed:
+        if results:
+            _print_tables(results, args.reference, args.test_stat)
+        first = failed[0]
+        raise RunError(f"{len(failed)} of {len(pending)} job(s) failed, first {first.run.run_name} seed{first.run.seed}"
+                       f" (job {first.job_id}): {first.error.removeprefix('error: ')}; its log: {folder}/"
+                       f"{first.job_id}/")
     return results
 
 
@@ -328,11 +425,14 @@ def _run_locked(run, data, opts, tag: str) -> dict | None:
     path = result_path(opts.out, run.spec.name, run.run_name, run.seed)
     with locks.run_lock(path, lambda holder: print(f"{tag}: waiting for {holder}", flush=True),
                         enabled=opts.dist.is_main) as waited:
-        done = dd.from_main(lambda: runner.finished_result(run, opts) if waited else None, opts.dist)
+        # checked again under the lock: another process may have finished the run since this one planned it,
+        # whether this one had to wait for the lock or arrived just after the other released it
+        done = dd.from_main(lambda: runner.finished_result(run, opts), opts.dist)
         if done is None:
             return runner.run_one(run, data, opts)
     if opts.dist.is_main:
-        print(f"{tag}: finished by the other process while this one waited, skipped ({done['_path']})")
+        how = "while this one waited" if waited else "since this command started"
+        print(f"{tag}: finished by the other process {how}, skipped ({done['_path']})")
     return done
 
 
@@ -414,6 +514,23 @@ def cmd_report(args: argparse.Namespace) -> int:
     return site.cmd(args)
 
 
+def cmd_status(args: argparse.Namespace) -> int:
+    from harness.config import plan
+    from harness.report import status
+
+    if args.task is None:
+        if args.methods or args.seeds or args.overrides or args.sweep:
+            raise ConfigError("--methods, --seeds, --set and --sweep describe the planned runs of a task; add the "
+                              "task file, e.g. status results tasks/synthetic.yaml --seeds 0-4")
+        planned = None
+    else:
+        runs = plan.plan(args.task, list(args.overrides), args.sweep, [m for m in args.methods.split(",") if m],
+                         parse_seeds(args.seeds or "0"))
+        planned = [(r.spec.name, r.run_name, r.seed) for r in runs]
+    status.show(Path(args.out), planned, args.format)
+    return 0
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
     from harness import bench
 
@@ -434,7 +551,7 @@ def main(argv: list[str] | None = None) -> int:
         registry.set_include(getattr(args, "include", []))
         provenance.set_command(sys.argv[1:] if argv is None else argv)
         handler = {"run": cmd_run, "list": cmd_list, "table": cmd_table, "plot": cmd_plot, "clusters": cmd_clusters,
-                   "ensemble": cmd_ensemble, "compare": cmd_compare, "report": cmd_report,
+                   "ensemble": cmd_ensemble, "compare": cmd_compare, "report": cmd_report, "status": cmd_status,
                    "bench": cmd_bench}[args.command]
         code = handler(args)
         _plugin_warnings()

@@ -16,12 +16,13 @@ import yaml
 
 from harness.config import params as P
 from harness.config import checks
+from harness.config import launch
 from harness.errors import ConfigError, unknown
 from harness.ops.precision import PRECISIONS
 from harness.config.registry import ENCODERS, METHODS, SOURCES
 
 TOP_KEYS = ("name", "version", "description", "base", "dataset", "encoders", "metrics", "train", "methods",
-            "reference")
+            "reference", "launcher")
 MODALITIES = ("a", "b")
 
 
@@ -269,6 +270,7 @@ def build(raw: dict[str, Any], path: str) -> TaskSpec:
         if key not in TOP_KEYS:
             raise unknown("top-level key", str(key), TOP_KEYS, path)
     checks.check_reference(raw.get("reference"), f"{path}: reference")
+    launch.check_section(raw.get("launcher"), f"{path}: launcher")
     for key in ("name", "version", "dataset", "encoders", "methods"):
         if key not in raw:
             raise ConfigError(f"{path}: missing required key {key!r}")

@@ -31,11 +31,13 @@ class Outcome:
     seconds: float
 
 
-def run_argv(run: Any, common: Sequence[str], threads: int) -> list[str]:
-    """The command line of the worker for ``run``: its task, method, seed and overrides, then ``common``."""
+def run_argv(run: Any, common: Sequence[str], threads: int | None) -> list[str]:
+    """The command line of the worker for ``run``: its task, method, seed and overrides, then ``common``
+    (``threads`` None: torch's own number of threads)."""
     sets = [arg for override in run.spec.overrides for arg in ("--set", override)]
     return [sys.executable, "-m", "harness", "run", str(run.spec.path), "--methods", run.method, "--seeds",
-            str(run.seed), *sets, *common, "--threads", str(threads), "--no-progress", "--no-tables"]
+            str(run.seed), *sets, *common, *(["--threads", str(threads)] if threads else []), "--no-progress",
+            "--no-tables"]
 
 
 def run_local(runs: Sequence[Any], common: Sequence[str], jobs: int, threads: int,

@@ -50,6 +50,22 @@ def run_lock(result: Path, on_wait: Callable[[str], None] = lambda holder: None,
         _remove_if_empty(result.parent)
 
 
+def is_held(result: Path) -> bool:
+    """True while a live process holds the lock of the run whose result file is ``result`` (a lock file
+    left by a process that died is not held: the operating system released its lock)."""
+    try:
+        fd = os.open(lock_path(result), os.O_RDWR)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)  # closing releases a lock this probe took
+    return False
+
+
 def _acquire(path: Path, on_wait: Callable[[str], None]) -> tuple[int, bool]:
     waited = False
     while True:

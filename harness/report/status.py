@@ -1,0 +1,117 @@
+"""Where a grid stands: ``python -m harness status OUT [TASK]``.
+
+Each run (task, run folder, seed) is in one of four states, read from the files beside its result:
+
+- ``running``: a live process holds the run's lock (``harness.run.locks``);
+- ``finished``: its result file exists;
+- ``interrupted``: its resume checkpoint (``seed<k>.resume.pt``) exists without a result: the same command
+  resumes it from its last complete epoch;
+- ``not started``: nothing on disk (listed only when TASK gives the planned runs).
+
+Without TASK every run found under OUT is listed. For a grid submitted with ``--launcher slurm`` the last
+job recorded for each run (``<out>/<task>/_jobs/jobs.jsonl``) is shown with the state submitit reports: its
+result file once the job ended, otherwise SLURM's through sacct where sacct is available.
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from tabulate import tabulate
+
+from harness.errors import ConfigError
+from harness.run import checkpoint, locks
+
+STATES = ("finished", "running", "interrupted", "not started")
+_FILE = re.compile(r"\.?seed(\d+)(\.json|\.resume\.pt|\.lock)$")
+
+
+def run_state(result: Path) -> str:
+    """The state of the run whose result file is ``result``."""
+    if locks.is_held(result):
+        return "running"
+    if result.exists():
+        return "finished"
+    if checkpoint.resume_path(result).exists():
+        return "interrupted"
+    return "not started"
+
+
+def found_runs(out: Path) -> list[tuple[str, str, int]]:
+    """(task, run folder, seed) of every run with a result, resume checkpoint or lock file under ``out``."""
+    found = set()
+    for task in sorted(p for p in out.iterdir() if p.is_dir() and not p.name.startswith("_")):
+        for run in sorted(p for p in task.iterdir() if p.is_dir() and not p.name.startswith("_")):
+            for f in run.iterdir():
+                m = _FILE.fullmatch(f.name)
+                if m:
+                    found.add((task.name, run.name, int(m.group(1))))
+    return sorted(found)
+
+
+def recorded_jobs(folder: Path) -> dict[tuple[str, int], dict[str, Any]]:
+    """The last job recorded for each (run, seed) in a grid's ``_jobs/jobs.jsonl``."""
+    latest: dict[tuple[str, int], dict[str, Any]] = {}
+    path = folder / "jobs.jsonl"
+    if not path.exists():
+        return latest
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            entry = json.loads(line)
+            latest[(entry["run"], int(entry["seed"]))] = entry
+        except (ValueError, KeyError, TypeError):
+            continue  # a line cut short by a launcher killed while writing it
+    return latest
+
+
+def job_states(out: Path, tasks: set[str]) -> dict[tuple[str, str, int], tuple[str, str]]:
+    """(task, run, seed) -> (job id, job state) for runs submitted with --launcher slurm."""
+    states: dict[tuple[str, str, int], tuple[str, str]] = {}
+    installed = importlib.util.find_spec("submitit") is not None
+    for task in sorted(tasks):
+        folder = out / task / "_jobs"
+        for (run, seed), entry in recorded_jobs(folder).items():
+            if installed:
+                from harness.run import slurm
+
+                state = slurm.job_state(folder, entry)
+            else:
+                state = "unknown (submitit not installed)"
+            states[(task, run, seed)] = (entry["job_id"], state)
+    return states
+
+
+def table(out: Path, runs: list[tuple[str, str, int]]) -> tuple[list[list[Any]], Counter]:
+    """The rows (task, run, seed, state, job, job state) and the count of each state."""
+    from harness.store.schema import result_path
+
+    jobs = job_states(out, {t for t, _, _ in runs})
+    rows, counts = [], Counter()
+    for task, run, seed in runs:
+        state = run_state(result_path(out, task, run, seed))
+        counts[state] += 1
+        job, job_state = jobs.get((task, run, seed), ("", ""))
+        rows.append([task, run, seed, state, job, job_state])
+    return rows, counts
+
+
+def show(out: Path, planned: list[tuple[str, str, int]] | None, fmt: str = "simple") -> Counter:
+    """Print the table of the ``planned`` runs (None: every run found under ``out``) and the counts."""
+    if not out.is_dir():
+        raise ConfigError(f"{out} is not a results folder; pass the --out folder of `python -m harness run` "
+                          "(default: results)")
+    runs = planned if planned is not None else found_runs(out)
+    if not runs:
+        print(f"no runs under {out}")
+        return Counter()
+    rows, counts = table(out, runs)
+    with_jobs = any(r[4] for r in rows)
+    headers = ["task", "run", "seed", "state"] + (["job", "job state"] if with_jobs else [])
+    print(tabulate([r if with_jobs else r[:4] for r in rows], headers=headers, tablefmt=fmt))
+    shown = [s for s in STATES if counts[s] or s != "not started" or planned is not None]
+    print("\n" + ", ".join(f"{counts[s]} {s}" for s in shown) + f" (of {len(rows)} runs)")
+    return counts

@@ -1,0 +1,167 @@
+"""``run --launcher slurm`` through submitit, tested without a cluster: the sbatch script submitit would hand
+sbatch, errors before submission, and end to end through submitit's LocalExecutor (real subprocesses, with
+its preemption signal and requeue) and DebugExecutor (in this process)."""
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from harness import cli
+from harness.config import launch, plan
+from harness.run import launcher
+from tests.conftest import ROOT, write_task
+
+submitit = pytest.importorskip("submitit")
+from harness.run import slurm  # noqa: E402 (needs submitit)
+
+
+def metrics(out: Path) -> dict[str, dict]:
+    return {str(p.relative_to(out)): json.loads(p.read_text())["metrics"] for p in sorted(out.rglob("seed*.json"))}
+
+
+def harness(*argv: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "harness", *argv], cwd=ROOT, capture_output=True, text=True,
+                          timeout=600)
+
+
+def test_the_sbatch_script_carries_the_options_given(tmp_path):
+    options = launch.parse_slurm("partition=gpu,gpus_per_node=2,cpus_per_task=8,mem_gb=64,timeout_min=600,"
+                                 "array_parallelism=4,account=lab,qos=high,nodes=2")
+    text = slurm.sbatch_script(tmp_path / "_jobs", options, "tiny", 10)
+    lines = {line for line in text.splitlines() if line.startswith("#SBATCH")}
+    for expected in ("--partition=gpu", "--gpus-per-node=2", "--ntasks-per-node=2", "--nodes=2", "--cpus-per-task=8",
+                     "--mem=64GB", "--time=600", "--array=0-9%4", "--account=lab", "--qos=high", "--job-name=tiny",
+                     "--signal=USR2@90"):
+        assert f"#SBATCH {expected}" in lines, (expected, sorted(lines))
+    assert f"#SBATCH --output={tmp_path}/_jobs/%A_%a/%A_%a_0_log.out" in lines  # logs under _jobs/<job id>/
+    cpu = {line for line in slurm.sbatch_script(tmp_path, launch.parse_slurm("timeout_min=5"), "t", 3).splitlines()
+           if line.startswith("#SBATCH")}
+    assert "#SBATCH --array=0-2%3" in cpu and "#SBATCH --ntasks-per-node=1" in cpu
+    assert not any("gpus" in line or "partition" in line for line in cpu)
+
+
+def test_options_from_the_task_file_and_the_command_line_which_wins(tmp_path, tiny_task):
+    body = {"base": str(tiny_task), "launcher": {"slurm": {"partition": "cpu", "timeout_min": 30}}}
+    task = write_task(tmp_path, body, "with_launcher.yaml")
+    runs = plan.plan(task, [], [], ["contrastive"], [0])
+    args = cli.build_parser().parse_args(["run", str(task), "--launcher", "slurm", "--slurm", "partition=gpu"])
+    assert cli._slurm_options(runs, args) == {"partition": "gpu", "timeout_min": 30}
+
+
+@pytest.mark.parametrize("argv,section,message", [
+    (["--slurm", "partiton=gpu"], None, "unknown launcher option 'partiton' in --slurm (did you mean 'partition'?)"),
+    (["--slurm", "timeout_min=ten"], None, "--slurm: timeout_min must be a whole number, got 'ten'"),
+    (["--slurm", "cluster=local"], None, "--slurm cluster=local runs the jobs from this command"),
+    ([], {"slurm": {"gpus_per_nod": 1}}, "unknown launcher option 'gpus_per_nod'"),
+    ([], {"sge": {}}, "unknown launcher 'sge'"),
+])
+def test_bad_launcher_options_are_one_line_and_submit_nothing(argv, section, message, tiny_task, tmp_path, capsys):
+    task = write_task(tmp_path, {"base": str(tiny_task), "launcher": section}, "t.yaml") if section else tiny_task
+    out = tmp_path / "out"
+    code = cli.main(["run", str(task), "--out", str(out), "--launcher", "slurm", *argv])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and message in err, err
+    assert not out.exists()
+
+
+def test_without_sbatch_nothing_is_submitted(tiny_task, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))  # a PATH without sbatch or srun
+    assert cli.main(["run", str(tiny_task), "--out", str(tmp_path / "out"), "--launcher", "slurm"]) == 2
+    assert "sbatch and srun not found on PATH" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+def test_without_submitit_the_install_command_is_named(tiny_task, tmp_path, capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "submitit", None)  # what `import submitit` meets when it is not installed
+    assert cli.main(["run", str(tiny_task), "--out", str(tmp_path / "out"), "--launcher", "slurm"]) == 2
+    assert 'pip install "swamp-bench[cluster]"' in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_grid_whose_data_is_missing_submits_nothing(tmp_path, capsys):
+    out = tmp_path / "out"
+    code = cli.main(["run", str(ROOT / "tasks" / "wikipedia.yaml"), "--data-root", str(tmp_path / "absent"),
+                     "--out", str(out), "--launcher", "slurm", "--slurm", "cluster=local", "--wait"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and str(tmp_path / "absent") in err, err
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("flag", [["--wait"], ["--slurm", "partition=gpu"]])
+def test_slurm_flags_need_the_slurm_launcher(flag, tiny_task, tmp_path, capsys):
+    assert cli.main(["run", str(tiny_task), "--out", str(tmp_path / "out"), *flag]) == 2
+    assert "goes with --launcher slurm" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("cluster", ["debug", "local"])
+def test_jobs_give_the_result_files_and_tables_of_a_sequential_run(cluster, tiny_task, tmp_path):
+    common = [str(tiny_task), "--methods", "contrastive,swamp", "--seeds", "0", "--threads", "1", "--no-progress"]
+    sequential = harness("run", *common, "--out", str(tmp_path / "seq"))
+    assert sequential.returncode == 0, sequential.stderr
+    jobs = harness("run", *common, "--out", str(tmp_path / "jobs"), "--launcher", "slurm", "--slurm",
+                   f"cluster={cluster}", "--wait")
+    assert jobs.returncode == 0, jobs.stderr
+    assert f"2 job(s) submitted ({cluster})" in jobs.stdout
+    assert metrics(tmp_path / "seq") == metrics(tmp_path / "jobs") and len(metrics(tmp_path / "seq")) == 2
+    drop_header = lambda p: p.read_text().split("\n", 2)[2]  # noqa: E731 (the first lines name the folder)
+    assert drop_header(tmp_path / "seq" / "tiny" / "accuracy.md") == drop_header(tmp_path / "jobs" / "tiny" /
+                                                                                  "accuracy.md")
+    logs = sorted(p.name for p in (tmp_path / "jobs" / "tiny" / "_jobs").iterdir() if p.is_dir())
+    assert len(logs) == 2 and all(list((tmp_path / "jobs" / "tiny" / "_jobs" / d).glob("*_log.out")) for d in logs)
+    status = harness("status", str(tmp_path / "jobs"), str(tiny_task), "--methods", "contrastive,swamp")
+    assert status.returncode == 0 and "2 finished, 0 running, 0 interrupted, 0 not started (of 2 runs)" in status.stdout
+    if cluster == "local":
+        assert status.stdout.count("COMPLETED") == 2
+
+
+@pytest.mark.slow
+def test_a_preempted_job_is_requeued_and_resumes_to_the_metrics_of_an_uninterrupted_run(tiny_task, tmp_path):
+    epochs = ["--epochs", "150"]
+    reference = harness("run", str(tiny_task), "--methods", "swamp", "--threads", "1", "--no-progress", *epochs,
+                        "--out", str(tmp_path / "reference"))
+    assert reference.returncode == 0, reference.stderr
+    out = tmp_path / "jobs"
+    (run,) = plan.plan(tiny_task, [], [], ["swamp"], [0], 150)
+    argv = launcher.run_argv(run, ["--out", str(out), *epochs], 1)[1:]
+    (job,) = slurm.submit([run], [argv], slurm.jobs_folder(out, "tiny"), {"cluster": "local"}, "tiny")
+    result_file = out / "tiny" / run.run_name / "seed0.json"
+    resume = result_file.with_suffix(".resume.pt")
+    deadline = time.time() + 120
+    while not resume.exists() and time.time() < deadline and not job.done():
+        time.sleep(0.05)
+    assert resume.exists(), "the run ended or failed before its first checkpoint"
+    # SLURM signals the job's processes (USR2, submitit's default) before it preempts the job; under the local
+    # executor the job's process is the child of the controller whose pid is the job id
+    (task,) = [p for p in psutil.Process(int(job.job_id)).children() if "submitit.core._submit" in " ".join(p.cmdline())]
+    task.send_signal(signal.SIGUSR2)
+    (ended,) = slurm.wait([run], [job], progress=False, poll=0.5)
+    assert ended.error == "" and ended.trained
+    log = "".join(p.read_text() for p in (out / "tiny" / "_jobs").rglob("*_log.*"))
+    assert "this job is preempted" in log, log[-2000:]
+    result = json.loads(result_file.read_text())
+    assert result["resumed_from_epoch"] > 0
+    assert metrics(tmp_path / "reference") == metrics(out) and len(metrics(out)) == 1
+
+
+@pytest.mark.slow
+def test_two_launchers_on_one_grid_train_every_run_once(tiny_task, tmp_path):
+    argv = [sys.executable, "-m", "harness", "run", str(tiny_task), "--methods", "contrastive,swamp", "--seeds", "0,1",
+            "--threads", "1", "--no-progress", "--out", str(tmp_path), "--launcher", "slurm", "--slurm",
+            "cluster=local", "--wait"]
+    launchers = [subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                 for _ in range(2)]
+    outputs = [p.communicate(timeout=600) for p in launchers]
+    assert all(p.returncode == 0 for p in launchers), [o[1] for o in outputs]
+    stdout = "".join(o[0] for o in outputs)
+    trained = [line for line in stdout.splitlines() if line.endswith("): finished")]
+    assert sorted(line.split("] ", 1)[1].split(" (job")[0] for line in trained) == [
+        "contrastive seed0", "contrastive seed1", "swamp seed0", "swamp seed1"], stdout
+    assert len(list(tmp_path.rglob("seed*.json"))) == 4
