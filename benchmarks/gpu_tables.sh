@@ -49,7 +49,7 @@ if [ "$SMOKE" = 1 ]; then
     SHAPES=(--set "dataset.images=[32,10,260]" --set dataset.regions=4 --set dataset.feature_dim=16
             --set dataset.vocab_size=40 --set dataset.max_words=8 --set encoders.a.dim=8 --set encoders.b.dim=8
             --set encoders.b.word_dim=8 --set train.eval_batch_size=16)
-    SYNTHETIC=(--epochs 1 --set dataset.pairs_per_class=20 --set "dataset.split_sizes=[240,80,80]")
+    SYNTHETIC=(--epochs 1 --set dataset.pairs_per_class=20 --set "dataset.split_sizes=[240,80,80]" --set swamp.K=16 --set swamp.queue=64)
     SKETCH=(--set "dataset.classes=[4,2,3]" --set "dataset.sketches=[40,8,12]" --set "dataset.photos=[40,8,15]"
             --set dataset.image_size=16 --set dataset.word_dim=6 --set encoders.a.arch=small
             --set encoders.b.arch=small --set "encoders.a.widths=[4,8]" --set "encoders.b.widths=[4,8]"

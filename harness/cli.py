@@ -351,8 +351,8 @@ def _checked_data(group: list, opts):
     memory.check_data(group[0].spec)
     data = _load_data(group[0].spec)
     preflight.check_builds(group, data)
-    preflight.check_fit(group, data)
     memory.check_runs(group, data, opts.device)
+    preflight.check_fit(group, data)  # last: its warnings are printed only when no check before it failed
     return data
 
 

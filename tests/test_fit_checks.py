@@ -44,6 +44,16 @@ def test_more_prototypes_than_training_pairs_is_refused(tmp_path):
         _warnings(tmp_path, "swamp", "swamp.K=300", "swamp.queue=400")
 
 
+def test_on_random_data_for_timing_more_prototypes_than_pairs_is_a_warning(tmp_path):
+    """A task on random data in a real dataset's shapes measures time at the real K; shrinking its data (the GPU
+    tables' --smoke run) must not stop it, so what would be refused is said and the run goes on."""
+    spec = load_task(write_task(tmp_path, TINY), ["swamp.K=300", "swamp.queue=400"])
+    data = runner.load_data(spec)
+    data.info["timing_only"] = True
+    lines = preflight.fit_warnings(spec, "swamp", data)
+    assert any("K = 300 prototypes exceed" in line and "timing only: the run goes on" in line for line in lines)
+
+
 def test_ks_that_reach_the_gallery_warn_per_direction(tmp_path):
     lines = _warnings(tmp_path, "contrastive", "metrics.ks=[1,5,80]", "metrics.directions=[a2b,b2a]")
     assert len(lines) == 2 and all(f"metrics.ks [80]" in line and f"ranks {N_TEST} test items" in line for line in lines)

@@ -52,3 +52,5 @@ def test_finished_running_interrupted_and_not_started_runs(tiny_task, tmp_path, 
     assert "1 finished, 1 running, 1 interrupted (of 3 runs)" in found
     assert cli.main(["status", str(out), "--seeds", "0"]) == 2
     assert "add the task file" in capsys.readouterr().err
+    assert cli.main(["status", str(out / "tiny")]) == 0  # a task's folder instead of the --out folder
+    assert f"pass the --out folder that holds it, python -m harness status {out}" in capsys.readouterr().out

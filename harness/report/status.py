@@ -106,7 +106,9 @@ def show(out: Path, planned: list[tuple[str, str, int]] | None, fmt: str = "simp
                           "(default: results)")
     runs = planned if planned is not None else found_runs(out)
     if not runs:
-        print(f"no runs under {out}")
+        inside = planned is None and any(t == out.name for t, _, _ in found_runs(out.parent))
+        print(f"no runs under {out}" + (f"; it is a task's folder: pass the --out folder that holds it, "
+                                         f"python -m harness status {out.parent}" if inside else ""))
         return Counter()
     rows, counts = table(out, runs)
     with_jobs = any(r[4] for r in rows)
