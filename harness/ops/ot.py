@@ -20,6 +20,8 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from harness.errors import ConfigError
+
 # exp() of anything below this is < 2e-35 relative to the row/column maximum it is
 # added to; clamping there keeps float32 out of the (very slow) denormal range.
 _EXP_FLOOR = -80.0
@@ -118,11 +120,11 @@ def _lse_plain(t: torch.Tensor, dim: int) -> torch.Tensor:
     return m + (t - m).clamp_min(_EXP_FLOOR).exp().sum(dim, keepdim=True).log()
 
 
-def _sinkhorn_plain(x: torch.Tensor, eta: torch.Tensor, log_n: torch.Tensor, n_iters: int,
+def _sinkhorn_plain(x: torch.Tensor, eta: torch.Tensor, log_n: torch.Tensor, log_k: torch.Tensor, n_iters: int,
                     from_logits: bool) -> torch.Tensor:
     """:func:`sinkhorn` (or, ``from_logits``, ``sinkhorn(log_softmax_nograd(x))``) as plain out-of-place tensor
-    code for ``torch.compile``: no in-place updates, ``eta`` and ``log n`` as 0-d tensors (one compiled
-    function serves every eta), every exponent clamped at -80 as in the eager loop (no denormals).
+    code for ``torch.compile``: no in-place updates, ``eta``, ``log n`` and ``log K`` as 0-d tensors (one compiled
+    function serves every eta and size), every exponent clamped at -80 as in the eager loop (no denormals).
 
     ``from_logits`` folds the log-softmax into the same kernel: log p = x - lse(x) is formed elementwise
     inside the fused passes and never written. (Starting from eta * logits with the row potential
@@ -132,14 +134,13 @@ def _sinkhorn_plain(x: torch.Tensor, eta: torch.Tensor, log_n: torch.Tensor, n_i
     """
     wd = working_dtype(x.dtype)
     z = x.to(wd)
-    k = z.shape[1]
     if from_logits:  # log p exactly as log_softmax_nograd rounds it; inductor fuses it into the first passes
         z = (z - _lse_plain(z, 1)).to(x.dtype).to(wd)
     m = z * eta
     f = torch.zeros_like(m[:, :1])
     g = torch.zeros_like(m[:1])
     for i in range(n_iters):
-        g = -(_lse_plain(m + f, 0) + math.log(k))
+        g = -(_lse_plain(m + f, 0) + log_k)
         if i + 1 < n_iters:
             f = -(_lse_plain(m + g, 1) + log_n)
     t = m + g
@@ -149,7 +150,8 @@ def _sinkhorn_plain(x: torch.Tensor, eta: torch.Tensor, log_n: torch.Tensor, n_i
 
 class _Compiled:
     """One ``torch.compile`` of :func:`_sinkhorn_plain` per process, with the row count dynamic (a SwAMP run's
-    queue fills over its first steps and an epoch may end on a smaller batch: one compilation serves them).
+    queue fills over its first steps and an epoch may end on a smaller batch: one compilation serves them);
+    K, dtype, iterations and ``from_logits`` compile apart (a run has one of each).
     ``seconds`` records each first call of a new (dtype, iterations, from_logits) signature: compilation
     plus one run, reported apart from the step times."""
 
@@ -160,18 +162,21 @@ class _Compiled:
         self.calls = 0
 
     def __call__(self, x: torch.Tensor, eta: float, n_iters: int, from_logits: bool) -> torch.Tensor:
-        if self.fn is None:
-            self.fn = torch.compile(_sinkhorn_plain, fullgraph=True)
+        if self.fn is None:  # emulate_precision_casts: keep the rounding of 16-bit log p that inductor would elide
+            self.fn = torch.compile(_sinkhorn_plain, fullgraph=True, options={"emulate_precision_casts": True})
         wd = working_dtype(x.dtype)
         eta_t = torch.tensor(eta, dtype=wd, device=x.device)
-        log_n = torch.tensor(math.log(len(x)), dtype=wd, device=x.device)
-        if len(x) > 1:
+        log_n = torch.tensor(math.log(x.shape[0]), dtype=wd, device=x.device)
+        log_k = torch.tensor(math.log(x.shape[1]), dtype=wd, device=x.device)
+        if x.shape[0] > 1:  # one kernel for every N (a dynamic K ran 2.6x slower: K stays static)
             torch._dynamo.mark_dynamic(x, 0)
-        key = f"{x.device.type}/{x.dtype}/iters={n_iters}/from_logits={from_logits}/threads={torch.get_num_threads()}"
+        key = (f"{x.device.type}/{x.dtype}/K={x.shape[1]}/iters={n_iters}/from_logits={from_logits}/"
+               f"threads={torch.get_num_threads()}")
         if key in self.seconds:
-            return self.fn(x, eta_t, log_n, n_iters, from_logits)
+            return self.fn(x, eta_t, log_n, log_k, n_iters, from_logits)
         start = time.perf_counter()
-        out = self.fn(x, eta_t, log_n, n_iters, from_logits)
+        with torch._dynamo.config.patch(recompile_limit=max(64, torch._dynamo.config.recompile_limit)):
+            out = self.fn(x, eta_t, log_n, log_k, n_iters, from_logits)
         self.seconds[key] = time.perf_counter() - start
         return out
 
@@ -191,7 +196,7 @@ def resolve_compile(mode: str) -> str:
         raise ValueError(f"sinkhorn compile mode must be one of {', '.join(COMPILE_MODES)}, got {mode!r}")
     env = os.environ.get(COMPILE_ENV, "").strip().lower()
     if env and env not in ("auto", "off"):
-        raise ValueError(f"{COMPILE_ENV}={env!r}: use off (eager Sinkhorn everywhere) or auto, or unset it")
+        raise ConfigError(f"{COMPILE_ENV}={env!r}: use off (eager Sinkhorn everywhere) or auto, or unset it")
     return "off" if mode == "auto" and env == "off" else mode
 
 
