@@ -32,6 +32,27 @@ class Sinkhorn:
         H.sinkhorn(self.logits, ETA, n_iters=3)
 
 
+class FusedSinkhorn:
+    """``harness.api.fused_sinkhorn`` from the logits, as SwAMP calls it in one process (log-softmax and
+    Sinkhorn in one compiled kernel, compiled in set-up); skipped on revisions without it."""
+
+    params = [["1408x1000"]]
+    param_names = ["N x K"]
+
+    def setup(self, shape: str) -> None:
+        if not hasattr(H, "fused_sinkhorn"):
+            raise NotImplementedError("this revision has no fused_sinkhorn")
+        common.pin_threads()
+        n, k = (int(v) for v in shape.split("x"))
+        emb = F.normalize(torch.randn(n, DIM, generator=torch.Generator().manual_seed(common.SEED)), dim=1)
+        protos = F.normalize(torch.randn(k, DIM, generator=torch.Generator().manual_seed(common.SEED + 1)), dim=1)
+        self.logits = emb @ protos.T / TAU  # (N, K)
+        H.fused_sinkhorn(self.logits, ETA, 3, from_logits=True, compile="on")  # compile (or load) once
+
+    def time_fused_sinkhorn(self, shape: str) -> None:
+        H.fused_sinkhorn(self.logits, ETA, 3, from_logits=True, compile="on")
+
+
 class RankMetrics:
     """``harness.ops.metrics.rank_metrics`` on 1,000 queries x 5,000 gallery items (5 relevant each)."""
 

@@ -99,6 +99,11 @@ class Method(nn.Module):
         pair pass of a method whose :attr:`times_pair_pass` is True."""
         raise NotImplementedError(f"{type(self).__name__} has no pair pass in its evaluation")
 
+    def one_off_timings(self) -> dict[str, float]:
+        """Seconds of one-off costs inside the training steps (a kernel compiled on first use), by key; the
+        runner records each once in the result's timing table, apart from the step times. None by default."""
+        return {}
+
     def start_epoch(self, epoch: int) -> None:
         """Called by the training loop before the steps of every epoch (1-based, also when a run resumes),
         for methods whose loss depends on the epoch (a warm-up); nothing by default."""

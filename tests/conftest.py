@@ -1,12 +1,17 @@
 """Shared fixtures: tiny tasks derived from the embedded synthetic task and from the image–text shapes task."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
+
+# Compiling the fused Sinkhorn costs seconds per process: tests that are not about it (and the CLI runs they
+# start) use the eager Sinkhorn; tests/test_fused_sinkhorn.py compiles it explicitly (compile="on").
+os.environ.setdefault("HARNESS_SINKHORN_COMPILE", "off")
 TASKS = ROOT / "tasks"
 
 TINY = {

@@ -134,7 +134,7 @@ def test_swamp_sinkhorn_sees_batch_plus_queue(monkeypatch):
 
     real = swamp_module.sinkhorn
     monkeypatch.setattr(swamp_module, "sinkhorn", lambda logits, *a: seen.append(len(logits)) or real(logits, *a))
-    params = SwAMPParams(K=4, queue=10, contrastive_weight=0.0)
+    params = SwAMPParams(K=4, queue=10, contrastive_weight=0.0, sinkhorn_compile=False)  # the eager path
     method = SwAMP({"a": MLP(3, (4,), 2), "b": MLP(3, (4,), 2)}, params)
     for _ in range(4):
         method.loss(torch.randn(4, 3), torch.randn(4, 3))

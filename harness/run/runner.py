@@ -125,6 +125,10 @@ def run_one(run: Run, data: PairedData, opts: RunOptions) -> dict[str, Any] | No
             fit = tr.fit_closed_form(method, data["train"], prof.timed("train_epoch", fit_fn), validate)
         resumed_from, skipped = 0, []
         prof.notes.append("closed-form fit: train_epoch is the time of the fit; there are no gradient steps")
+    for key, seconds in method.one_off_timings().items():
+        prof.times[key] = [seconds]
+        prof.notes.append(f"{key}: a one-off cost inside the first training steps ({seconds:.1f} s), also in "
+                          "train_step's total, not in its median")
     if not info.is_main:
         return None
     method.load_state_dict(fit.best_state)
