@@ -79,7 +79,7 @@ class SwAMPFields:
     hard: bool = False
     strict_queue: bool = True
     # true: the fused, compiled Sinkhorn where inductor works (eager with one warning where it fails; eager
-    # everywhere under HARNESS_SINKHORN_COMPILE=off); false (or YAML's off): the eager Sinkhorn
+    # everywhere under SWAMP_BENCH_SINKHORN_COMPILE=off); false (or YAML's off): the eager Sinkhorn
     sinkhorn_compile: bool = True
 
     def check_swamp(self, where: str) -> None:

@@ -11,7 +11,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 # Compiling the fused Sinkhorn costs seconds per process: tests that are not about it (and the CLI runs they
 # start) use the eager Sinkhorn; tests/test_fused_sinkhorn.py compiles it explicitly (compile="on").
-os.environ.setdefault("HARNESS_SINKHORN_COMPILE", "off")
+os.environ.setdefault("SWAMP_BENCH_SINKHORN_COMPILE", "off")
 TASKS = ROOT / "tasks"
 
 TINY = {

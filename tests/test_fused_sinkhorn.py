@@ -3,7 +3,7 @@ numerics grid of tests/test_numerics.py in float32 and with bfloat16 inputs, arg
 serves every row count; compilation failures fall back to eager with one warning; SwAMP's targets through it
 equal the eager path's.
 
-Every test here compiles for real (``compile="on"``, which ignores the suite's HARNESS_SINKHORN_COMPILE=off);
+Every test here compiles for real (``compile="on"``, which ignores the suite's SWAMP_BENCH_SINKHORN_COMPILE=off);
 the compiled function is one per process, so the module pays each dtype's compilation once.
 """
 from __future__ import annotations
@@ -115,7 +115,7 @@ def test_compile_mode_and_environment_are_checked():
         ot.fused_sinkhorn(torch.zeros(3, 2), 1.0, compile="yes")
     os.environ[ot.COMPILE_ENV], old = "fast", os.environ.get(ot.COMPILE_ENV)
     try:
-        with pytest.raises(ConfigError, match="HARNESS_SINKHORN_COMPILE='fast': use off"):
+        with pytest.raises(ConfigError, match="SWAMP_BENCH_SINKHORN_COMPILE='fast': use off"):
             ot.fused_sinkhorn(torch.zeros(3, 2), 1.0)
     finally:
         os.environ[ot.COMPILE_ENV] = old if old is not None else ""
@@ -143,7 +143,7 @@ def test_a_failing_compiler_falls_back_to_eager_with_one_warning():
     """A real compiler failure (a C++ compiler that does not exist, caches off): ``auto`` warns once and returns
     the eager result; the second call does not try again."""
     env = {**os.environ, "CXX": "/nonexistent/c++", "TORCHINDUCTOR_FORCE_DISABLE_CACHES": "1",
-           "HARNESS_SINKHORN_COMPILE": "auto", "PYTHONPATH": str(ROOT)}
+           "SWAMP_BENCH_SINKHORN_COMPILE": "auto", "PYTHONPATH": str(ROOT)}
     out = subprocess.run([sys.executable, "-c", FALLBACK], env=env, cwd=ROOT, capture_output=True, text=True,
                          timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]

@@ -111,7 +111,7 @@ def _softmax_rows_(t: torch.Tensor) -> torch.Tensor:
 # ---------------------------------------------------------------- the fused (compiled) Sinkhorn
 
 COMPILE_MODES = ("auto", "on", "off")
-COMPILE_ENV = "HARNESS_SINKHORN_COMPILE"  # "off" turns compilation off wherever ``compile="auto"`` is asked
+COMPILE_ENV = "SWAMP_BENCH_SINKHORN_COMPILE"  # "off" turns compilation off wherever ``compile="auto"`` is asked
 
 
 def _lse_plain(t: torch.Tensor, dim: int) -> torch.Tensor:
@@ -191,7 +191,7 @@ def compile_seconds() -> dict[str, float]:
 
 
 def resolve_compile(mode: str) -> str:
-    """``auto`` becomes ``off`` where the environment says so (``HARNESS_SINKHORN_COMPILE=off``)."""
+    """``auto`` becomes ``off`` where the environment says so (``SWAMP_BENCH_SINKHORN_COMPILE=off``)."""
     if mode not in COMPILE_MODES:
         raise ValueError(f"sinkhorn compile mode must be one of {', '.join(COMPILE_MODES)}, got {mode!r}")
     env = os.environ.get(COMPILE_ENV, "").strip().lower()
@@ -208,7 +208,7 @@ def fused_sinkhorn(logits: torch.Tensor, eta: float, n_iters: int = 3, *, from_l
     float32, argmax identical).
 
     ``compile``: ``auto`` compiles where inductor works and falls back to eager with one warning when
-    compilation fails (or eager everywhere under ``HARNESS_SINKHORN_COMPILE=off``); ``on`` compiles and
+    compilation fails (or eager everywhere under ``SWAMP_BENCH_SINKHORN_COMPILE=off``); ``on`` compiles and
     raises on failure; ``off`` runs the eager functions. Single process only (the distributed Sinkhorn
     stays eager: its column step all-reduces between the passes).
     """
