@@ -319,6 +319,7 @@ def test_ddp_steps_match_one_process_on_the_global_batch(case, ddp_per_rank):
         torch.testing.assert_close(per_rank[0]["queue"][name], value, atol=1e-5, rtol=0, msg=f"queue.{name}")
 
 
+@pytest.mark.slow
 def test_torchrun_trains_on_two_processes_and_writes_one_result(tiny_task, tmp_path):
     """`torchrun --standalone` (a free port) with gloo: both processes train, rank 0 alone tests and writes."""
     import json

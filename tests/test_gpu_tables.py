@@ -38,6 +38,7 @@ def test_unknown_option_exits_2(tmp_path):
     assert done.returncode == 2 and "valid: --smoke" in done.stderr
 
 
+@pytest.mark.slow
 def test_runs_past_the_deadline_are_skipped_and_the_rest_still_packed(tmp_path):
     results, tar = tmp_path / "results", tmp_path / "gpu.tar.gz"
     env = {**os.environ, "OMP_NUM_THREADS": "1"}

@@ -171,6 +171,7 @@ def _md_links(text: str) -> list[str]:
     return [m for m in re.findall(r"\]\(<([^>]+)>\)", text) if not m.startswith(("http:", "https:", "#"))]
 
 
+@pytest.mark.slow
 def test_committed_result_pages_are_current(monkeypatch, tmp_path):
     """docs/results/tasks/ is `python -m harness report results --out docs/results/tasks --format md`: regenerate
     its text (figures are listed, not drawn) and compare; every figure and file it links exists."""

@@ -81,6 +81,7 @@ def _cli(task: Path, out: Path, *extra: str) -> subprocess.Popen:
     return subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
+@pytest.mark.slow
 def test_sigkilled_run_resumes_with_the_same_command(tiny_task, tmp_path):
     epochs = ("--epochs", "25")
     reference = _cli(tiny_task, tmp_path / "whole", *epochs)
