@@ -53,6 +53,17 @@ def test_bad_settings_fail_where_they_enter():
         build(arch="small", weights="x.pth")
 
 
+@pytest.mark.parametrize("arch, widths, smallest", [("small", [4, 8, 16, 32], 16), ("small", [4], 2), ("vgg16", [4], 32)])
+def test_images_too_small_for_the_pooling_are_refused_at_build(arch, widths, smallest):
+    """Each 2x2 max-pool halves the image; one pixel fewer than the pools need leaves nothing for the last layer
+    (found by fuzzing: a 12-pixel TU-Berlin image through four pools), the exact size still runs."""
+    with pytest.raises(ConfigError, match=rf"halves its input .* use dataset.image_size >= {smallest}"):
+        build((3, smallest - 1, smallest), arch=arch, widths=widths)
+    encoder = build((3, smallest, smallest), arch=arch, dim=5, widths=widths).eval()
+    with torch.no_grad():
+        assert encoder(torch.randn(2, 3, smallest, smallest)).shape == (2, 5)
+
+
 @torch.no_grad()
 def test_attention_adds_the_softmax_weighted_map():
     att = SpatialAttention(2, 3)

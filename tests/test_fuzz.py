@@ -222,6 +222,8 @@ ESCAPES = [
     ({"methods": {"swamp": {"tau": 10**400}}}, "swamp.tau must be a finite number", "digits"),
     ({"dataset": {"pairs_per_class": 10**40}}, "pairs_per_class must be an integer between -2^63", "41 digits"),
     ({"encoders": {"b": {"dim": 6}}}, "encoders disagree on the embedding size", "a: 5, b: 6"),
+    # a width no allocator can count, even on the meta device (found on the TU-Berlin task's CNN encoder)
+    ({"encoders": {"a": {"dim": 10**18}}}, "the model cannot be built at these sizes", "lower the encoders' dim"),
 ]
 
 FOUND_FLAGS = [

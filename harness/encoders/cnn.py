@@ -119,4 +119,10 @@ class CNN:
     def build(input_shape: tuple[int, ...], p: CNNParams) -> nn.Module:
         if len(input_shape) != 3 or input_shape[0] not in (1, 3):
             raise ConfigError(f"encoder cnn expects images of shape (1 or 3, H, W), got {input_shape}")
+        pools = len(p.widths) if p.arch == "small" else 5 if p.arch in VGG else 0  # each 2x2 max-pool halves
+        if min(input_shape[1:]) < 2 ** pools:
+            fewer = f" or fewer widths (now {len(p.widths)})" if p.arch == "small" else ""
+            raise ConfigError(f"encoder cnn ({p.arch}) halves its input {pools} times, so images of "
+                              f"{input_shape[1]}x{input_shape[2]} pixels vanish before its last layer; use "
+                              f"dataset.image_size >= {2 ** pools}{fewer}")
         return CNNEncoder(input_shape[0], p)

@@ -14,6 +14,7 @@ import torch
 
 from harness.data.paired import SPLITS, PairedData, Split
 from harness.errors import ConfigError, DataError
+from harness.run import guards
 from harness.run.build import build_method
 from harness.config.registry import METHODS
 from harness.config.spec import DIRECTIONS, MetricSpec, TaskSpec
@@ -81,7 +82,15 @@ def check_builds(runs: Iterable[Any], data: PairedData) -> None:
         for run in runs:
             if (id(run.spec), run.method) not in seen:
                 seen.add((id(run.spec), run.method))
-                build_method(run.spec, run.method, data, torch.device("meta"))
+                try:
+                    build_method(run.spec, run.method, data, torch.device("meta"))
+                except (RuntimeError, TypeError, ValueError, OverflowError) as err:
+                    if not guards.is_oom(err):
+                        raise
+                    # on the meta device nothing is allocated: only sizes no allocator can count get here
+                    raise ConfigError(f"{run.spec.path}: methods.{run.method}: the model cannot be built at these "
+                                      f"sizes ({str(err).splitlines()[0]}); lower the encoders' dim and widths or the "
+                                      "method's sizes") from None
 
 
 def fit_warnings(spec: TaskSpec, name: str, data: PairedData) -> list[str]:
