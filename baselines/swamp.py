@@ -143,8 +143,9 @@ class SwappedAssignments(Method):
         return lines
 
     def logits(self, emb: torch.Tensor) -> torch.Tensor:
-        """Cosine to each prototype over tau (N, K); embeddings and prototypes are unit-norm."""
-        return emb @ F.normalize(self.prototypes, dim=1).T / self.params.tau
+        """Cosine to each prototype over tau (N, K); embeddings and prototypes are unit-norm. The 1/tau scales
+        the (K, D) prototypes rather than the (N, K) product: N is the batch plus the whole queue."""
+        return emb @ (F.normalize(self.prototypes, dim=1) / self.params.tau).T
 
     def log_probs(self, emb: torch.Tensor) -> torch.Tensor:
         """log p(y|x) (N, K) with gradient."""
