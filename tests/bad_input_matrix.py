@@ -150,8 +150,8 @@ def generated() -> list[str]:
         "junk; `--methods` valid, repeated, empty and unknown; `--epochs` valid and invalid | "
         f"{default[1]} / {thorough[1]} |",
         "| escapes | the inputs that once raised an exception (unhashable registry names, impossible and "
-        "unallocatable sizes, non-finite or float32-overflowing numbers, seeds beyond 64 bits, encoders of two "
-        "widths, a zero triplet margin), each a fixed "
+        "unallocatable sizes, widths no allocator can count, non-finite or float32-overflowing numbers, seeds "
+        "beyond 64 bits, encoders of two widths, a zero triplet margin), each a fixed "
         f"regression test | {len(fuzz.ESCAPES) + len(fuzz.FOUND) + len(fuzz.FOUND_FLAGS)} |", "",
         f"Task files fuzzed: {', '.join(f'`{b}`' for b in sorted(BASES))}"
         + (f"; not fuzzed (no fixture): {', '.join(WITHOUT_FIXTURE)}" if WITHOUT_FIXTURE else " (every file in "
