@@ -122,25 +122,17 @@ def committed_table_options(rs: ResultSet) -> tuple[str | None, str | None]:
 
 # --- what a page says -------------------------------------------------------------------------------------
 
-def _mean_std(values: list[float], digits: int = 2) -> str:
-    if not values:
-        return "–"
-    if len(values) == 1:
-        return f"{values[0]:.{digits}f}"
-    return f"{statistics.mean(values):.{digits}f} ± {statistics.stdev(values):.{digits}f}"
-
-
 def headline(rs: ResultSet) -> tuple[str, list[tuple[str, str]]]:
     """What the index shows of a set: the selection metric of each run (mean ± std over seeds, n), or the
     median train step when the data is random (timing only)."""
     if rs.timing_only:
         return "train step ms (timing only: random data)", [
-            (name, _mean_std(tables._timing(runs, "train_step", scale=1e3))) for name, runs in rs.runs.items()]
+            (name, tables._mean_std(tables._timing(runs, "train_step", scale=1e3))) for name, runs in rs.runs.items()]
     metric = rs.select
     out = []
     for name, runs in rs.runs.items():
         values = [r["metrics"][metric] for r in runs if metric in r["metrics"]]
-        out.append((name, f"{_mean_std(values)} (n={len(values)})" if values else "–"))
+        out.append((name, f"{tables._mean_std(values)} (n={len(values)})" if values else "–"))
     lower = metric.rsplit("/", 1)[-1] in ("MedR", "MeanR")
     return f"test {metric}{' (lower is better)' if lower else ''}", out
 
