@@ -53,6 +53,29 @@ class FusedSinkhorn:
         H.fused_sinkhorn(self.logits, ETA, 3, from_logits=True, compile="on")
 
 
+class NativeSinkhorn:
+    """``harness.api.fused_sinkhorn_pair`` through the native C kernel, as SwAMP calls it in one process on the
+    CPU: both modalities' logits (batch + queue rows) in one call, the batch's 128 target rows out; built (or
+    found in its cache) in set-up; skipped on revisions without it or where it cannot be built."""
+
+    params = [["1408x1000"]]
+    param_names = ["N x K"]
+
+    def setup(self, shape: str) -> None:
+        if not hasattr(H, "native_sinkhorn_unavailable"):
+            raise NotImplementedError("this revision has no native Sinkhorn")
+        if H.native_sinkhorn_unavailable() is not None:
+            raise NotImplementedError(f"native Sinkhorn unavailable: {H.native_sinkhorn_unavailable()}")
+        common.pin_threads()
+        n, k = (int(v) for v in shape.split("x"))
+        g = torch.Generator().manual_seed(common.SEED)
+        protos = F.normalize(torch.randn(k, DIM, generator=g), dim=1) / TAU
+        self.logits = [F.normalize(torch.randn(n, DIM, generator=g), dim=1) @ protos.T for _ in range(2)]
+
+    def time_native_sinkhorn_pair(self, shape: str) -> None:
+        H.fused_sinkhorn_pair(self.logits, ETA, 3, from_logits=True, compile="native", rows=128)
+
+
 class RankMetrics:
     """``harness.ops.metrics.rank_metrics`` on 1,000 queries x 5,000 gallery items (5 relevant each)."""
 

@@ -27,6 +27,7 @@ from benchmarks.compat import H
 # The innermost enclosing event that matches decides; operators under none of them are "other".
 _PARTS = (
     (": _sinkhorn_plain", "fused_sinkhorn"), (": fused_sinkhorn", "fused_sinkhorn"),
+    (": fused_sinkhorn_pair", "fused_sinkhorn"),
     (": sinkhorn", "sinkhorn"), (": log_softmax_nograd", "log_softmax_nograd"),
     (": with_batch", "queue"), (": remember", "queue"), (": encode", "encoders forward"),
     (": log_probs", "heads forward (log_probs)"), (": swamp_loss", "loss"), (": contrastive_term", "loss"),

@@ -29,7 +29,8 @@ class TrainStep:
 
 class StepRatio:
     """SwAMP step over contrastive step on the benchmark task, both built here and timed taking turns in this
-    process (best of 7 rounds of 10 steps each), SwAMP as configured: the fused, compiled Sinkhorn."""
+    process (best of 7 rounds of 10 steps each), SwAMP as configured: on the CPU, the native Sinkhorn kernel
+    (the compiled one where it cannot be built)."""
 
     unit = "ratio"
     rounds = 1

@@ -39,8 +39,9 @@ from harness.config.params import as_dict, bounded, parse as parse_params, requi
 from harness.method import Method
 from harness.ops.queue import EmbeddingQueue, chunk_bounds
 from harness.ops.losses import LOSSES, collapsed_value, infonce_loss, max_violation_loss, plateau_key, sum_violation_loss
-from harness.ops.ot import (compile_seconds as sinkhorn_compile_seconds, fused_sinkhorn, log_softmax_nograd,
-                             sinkhorn)
+from harness.ops.native import unavailable as native_sinkhorn_unavailable
+from harness.ops.ot import (compile_seconds as sinkhorn_compile_seconds, fused_sinkhorn, fused_sinkhorn_pair,
+                             log_softmax_nograd, sinkhorn)
 from harness.run.distributed import gather_rows, global_batch_sum, is_distributed, rank_and_world
 # --- data: what a source returns, and helpers for the on-disk formats the shipped sources read
 from harness.data.paired import (SPLITS, ArrayRows, PairedData, Split, concat, expand_root, require_files, standardize,
@@ -73,7 +74,8 @@ __all__ = [
     "as_dict", "bounded", "parse_params", "require",
     "Method", "EmbeddingQueue", "chunk_bounds",
     "LOSSES", "collapsed_value", "infonce_loss", "max_violation_loss", "plateau_key", "sum_violation_loss",
-    "fused_sinkhorn", "log_softmax_nograd", "sinkhorn", "sinkhorn_compile_seconds",
+    "fused_sinkhorn", "fused_sinkhorn_pair", "log_softmax_nograd", "native_sinkhorn_unavailable", "sinkhorn",
+    "sinkhorn_compile_seconds",
     "gather_rows", "global_batch_sum", "is_distributed", "rank_and_world",
     "SPLITS", "ArrayRows", "PairedData", "Split", "concat", "expand_root", "require_files", "standardize",
     "standardize_splits", "take", "npy",

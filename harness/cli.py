@@ -193,6 +193,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         tables.tested_column(tables.column_stats(P.as_dict(runs[0].spec.metrics)), args.test_stat)
     out = Path(args.out)
     preflight.check_out(out, [result_path(out, r.spec.name, r.run_name, r.seed).parent for r in runs])
+    preflight.check_environment()
     device = runner.resolve_device(args.device)
     info = dd.init_from_env(device.type)  # torchrun: join the process group; otherwise a single process
     if info.world_size > 1 and device.type == "cuda":

@@ -111,7 +111,7 @@ def test_swamp_targets_through_the_fused_path_equal_the_eager_path(compiled):
 
 
 def test_compile_mode_and_environment_are_checked():
-    with pytest.raises(ValueError, match="compile mode must be one of auto, on, off"):
+    with pytest.raises(ValueError, match="compile mode must be one of auto, native, on, off"):
         ot.fused_sinkhorn(torch.zeros(3, 2), 1.0, compile="yes")
     os.environ[ot.COMPILE_ENV], old = "fast", os.environ.get(ot.COMPILE_ENV)
     try:

@@ -5,6 +5,10 @@ item marginals 1/N and class marginals 1/K. The solution is
 Q = diag(u) exp(eta * logits) diag(v); we keep log u and log v (dual potentials f, g)
 so that nothing overflows or underflows for logits in the hundreds.
 
+Three implementations: the eager functions here (the reference, and the distributed solver), one compiled with
+``torch.compile`` (inductor; any device) and a native C kernel for float32 on x86-64 CPUs
+(:mod:`harness.ops.native`); :func:`fused_sinkhorn` picks between them.
+
 With ``distributed=True`` the N rows are spread over the processes of the default
 torch.distributed group: row steps stay local, the column step sums over every process's
 rows (two all_reduce calls of a (1, K) tensor per iteration).
@@ -21,6 +25,7 @@ import torch
 import torch.distributed as dist
 
 from harness.errors import ConfigError
+from harness.ops import native
 
 # exp() of anything below this is < 2e-35 relative to the row/column maximum it is
 # added to; clamping there keeps float32 out of the (very slow) denormal range.
@@ -110,7 +115,7 @@ def _softmax_rows_(t: torch.Tensor) -> torch.Tensor:
 
 # ---------------------------------------------------------------- the fused (compiled) Sinkhorn
 
-COMPILE_MODES = ("auto", "on", "off")
+COMPILE_MODES = ("auto", "native", "on", "off")
 COMPILE_ENV = "SWAMP_BENCH_SINKHORN_COMPILE"  # "off" turns compilation off wherever ``compile="auto"`` is asked
 
 
@@ -186,8 +191,12 @@ _COMPILED = _Compiled()
 
 def compile_seconds() -> dict[str, float]:
     """Seconds of each first call of the compiled Sinkhorn in this process (compilation, or a load from
-    inductor's on-disk cache, plus one run), by signature; empty while nothing was compiled."""
-    return dict(_COMPILED.seconds)
+    inductor's on-disk cache, plus one run), by signature, and of the native kernel's build or cache lookup
+    (``native``); empty while neither was used."""
+    seconds = dict(_COMPILED.seconds)
+    if native.build_seconds() is not None:
+        seconds["native"] = native.build_seconds()
+    return seconds
 
 
 def resolve_compile(mode: str) -> str:
@@ -200,23 +209,64 @@ def resolve_compile(mode: str) -> str:
     return "off" if mode == "auto" and env == "off" else mode
 
 
-@torch.no_grad()
-def fused_sinkhorn(logits: torch.Tensor, eta: float, n_iters: int = 3, *, from_logits: bool = False,
-                   compile: str = "auto") -> torch.Tensor:
-    """:func:`sinkhorn` of ``logits`` (``from_logits``: of ``log_softmax_nograd(logits)``) through one compiled,
-    fused kernel per signature; the eager functions are the fallback and the reference (equal within 1e-4 in
-    float32, argmax identical).
+def _native_ready(mode: str, xs: list[torch.Tensor]) -> bool:
+    """Whether ``mode`` sends these logits to the native kernel; ``native`` raises where it cannot."""
+    if mode not in ("auto", "native"):
+        return False
+    ok = all(native.accepts(x) and len(x) > 0 for x in xs) and len({x.shape[1] for x in xs}) == 1
+    if mode == "native":
+        reason = native.unavailable()
+        if reason is not None or not ok:
+            raise RuntimeError(f"native Sinkhorn unavailable: {reason or 'it takes float32 (n, K) CPU logits'}")
+        return True
+    return ok and native.unavailable() is None
 
-    ``compile``: ``auto`` compiles where inductor works and falls back to eager with one warning when
-    compilation fails (or eager everywhere under ``SWAMP_BENCH_SINKHORN_COMPILE=off``); ``on`` compiles and
-    raises on failure; ``off`` runs the eager functions. Single process only (the distributed Sinkhorn
-    stays eager: its column step all-reduces between the passes).
-    """
-    mode = resolve_compile(compile)
+
+def _check_args(logits: torch.Tensor, n_iters: int) -> None:
     if logits.ndim != 2:
         raise ValueError(f"sinkhorn expects (N, K) logits, got shape {tuple(logits.shape)}")
     if n_iters < 1:
         raise ValueError(f"n_iters must be >= 1, got {n_iters}")
+
+
+@torch.no_grad()
+def fused_sinkhorn(logits: torch.Tensor, eta: float, n_iters: int = 3, *, from_logits: bool = False,
+                   compile: str = "auto", rows: int | None = None) -> torch.Tensor:
+    """:func:`sinkhorn` of ``logits`` (``from_logits``: of ``log_softmax_nograd(logits)``) through one fused kernel;
+    the eager functions are the fallback and the reference (equal within 1e-4 in float32; argmax identical but
+    in rows whose two best targets tie to within a few float roundings). ``rows``: return only the first
+    ``rows`` rows (SwAMP needs the batch's, not the queue's; the native kernel then never forms the others).
+
+    ``compile``: ``auto`` uses the native C kernel (:mod:`harness.ops.native`) for float32 CPU logits where it
+    builds, else the ``torch.compile``d kernel where inductor works, falling back to eager with one warning when
+    compilation fails (eager everywhere under ``SWAMP_BENCH_SINKHORN_COMPILE=off``); ``native`` the C kernel
+    (raises where it is unavailable); ``on`` the compiled kernel (raises on failure); ``off`` the eager
+    functions. Logits that are not all finite go to the eager functions. Single process only (the distributed
+    Sinkhorn stays eager: its column step all-reduces between the passes).
+    """
+    return fused_sinkhorn_pair([logits], eta, n_iters, from_logits=from_logits, compile=compile, rows=rows)[0]
+
+
+@torch.no_grad()
+def fused_sinkhorn_pair(logits: list[torch.Tensor], eta: float, n_iters: int = 3, *, from_logits: bool = False,
+                        compile: str = "auto", rows: int | None = None) -> list[torch.Tensor]:
+    """:func:`fused_sinkhorn` of each tensor of ``logits`` (one or two independent problems, e.g. SwAMP's two
+    modalities); the native kernel solves two on two threads when torch has two or more."""
+    mode = resolve_compile(compile)
+    for x in logits:
+        _check_args(x, n_iters)
+    cut = (lambda q: q) if rows is None else (lambda q: q[:rows])
+    if _native_ready(mode, logits):
+        qs = native.solve(list(logits), float(eta), n_iters, from_logits=from_logits, rows=rows)
+        if qs is not None:
+            return qs
+        if mode == "native":  # a non-finite logit: the eager reference says what that gives
+            mode = "off"
+    return [cut(_fused_one(x, eta, n_iters, from_logits, mode)) for x in logits]
+
+
+def _fused_one(logits: torch.Tensor, eta: float, n_iters: int, from_logits: bool, mode: str) -> torch.Tensor:
+    """The compiled kernel (``auto``, ``on``) with the eager fallback, or the eager functions (``off``)."""
     if mode != "off" and len(logits) > 0 and (mode == "on" or _COMPILED.failed is None):
         try:
             return _COMPILED(logits.detach(), float(eta), n_iters, from_logits)
@@ -225,5 +275,5 @@ def fused_sinkhorn(logits: torch.Tensor, eta: float, n_iters: int = 3, *, from_l
                 raise
             _COMPILED.failed = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
             warnings.warn(f"compiled Sinkhorn unavailable ({_COMPILED.failed}); using the eager Sinkhorn "
-                          f"(set {COMPILE_ENV}=off or sinkhorn_compile: off to skip the attempt)", stacklevel=2)
+                          f"(set {COMPILE_ENV}=off or sinkhorn_compile: off to skip the attempt)", stacklevel=3)
     return sinkhorn(log_softmax_nograd(logits) if from_logits else logits, eta, n_iters)

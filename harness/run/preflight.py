@@ -1,5 +1,5 @@
 """What is checked after a command is read and before anything trains or is written: the results
-folders can be written, the data fits the task's metrics, and every planned method can be built.
+folders can be written, the environment's kernel settings are known, the data fits the task's metrics, and every planned method can be built.
 
 Each check raises :class:`harness.errors.ConfigError` (exit status 2) naming the problem and the fix.
 """
@@ -14,6 +14,7 @@ import torch
 
 from harness.data.paired import SPLITS, PairedData, Split
 from harness.errors import ConfigError, DataError
+from harness.ops import native, ot
 from harness.run import guards
 from harness.run.build import build_method
 from harness.config.registry import METHODS
@@ -37,6 +38,13 @@ def check_out(out: Path, folders: Iterable[Path] = ()) -> None:
             read_only = bool(os.statvfs(node).f_flag & os.ST_RDONLY)
             reason = "it is on a read-only file system" if read_only else "permission denied"
             raise ConfigError(f"--out {out}: cannot write into {node} ({reason}); pass --out with a writable folder")
+
+
+def check_environment() -> None:
+    """The environment settings of the Sinkhorn kernels (``SWAMP_BENCH_SINKHORN_COMPILE``,
+    ``SWAMP_BENCH_SINKHORN_NATIVE``) name values they know."""
+    ot.resolve_compile("auto")
+    native.setting()
 
 
 def check_data(spec: TaskSpec, data: PairedData) -> None:
