@@ -1,20 +1,25 @@
 """Running a grid of planned runs in parallel on this machine: ``run --launcher local --jobs N``.
 
-Each run (method, grid point, seed) becomes one ``python -m harness run`` process restricted to that run
-(``--methods``, ``--seeds``, its overrides as ``--set``), so a worker is exactly a sequential run: it
-takes the run's lock, skips the run when it is finished, resumes it from its last complete epoch after an
-interruption, and writes its result atomically. At most ``jobs`` processes run at once, each with
-``threads`` torch threads. A line is printed as each run ends; Ctrl-C stops every worker (their last
-complete epochs stay for the same command to resume) and the command exits with status 3.
+Each run (method, grid point, seed) becomes one ``harness run`` command line restricted to that run
+(``--methods``, ``--seeds``, its overrides as ``--set``), so a worker runs exactly what a sequential run
+does: it takes the run's lock, skips the run when it is finished, resumes it from its last complete epoch
+after an interruption, and writes its result atomically. ``jobs`` worker processes
+(``python -m harness.worker``, each with ``threads`` torch threads) take the runs one at a time from a shared
+queue and keep their process between runs, so torch is imported and the Sinkhorn kernels are built or loaded
+once per worker rather than once per run. A worker that dies fails its run and is replaced for the next one.
+A line is printed as each run ends; Ctrl-C stops every worker (their last complete epochs stay for the same
+command to resume) and the command exits with status 3.
 """
 from __future__ import annotations
 
+import json
 import os
+import queue
 import subprocess
 import sys
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from collections import deque
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
@@ -42,34 +47,64 @@ def run_argv(run: Any, common: Sequence[str], threads: int | None) -> list[str]:
 
 def run_local(runs: Sequence[Any], common: Sequence[str], jobs: int, threads: int,
               report: Callable[[str], None] = print) -> list[Outcome]:
-    """Run every planned run as a worker process, ``jobs`` at a time; the outcomes, in the order given."""
+    """Run every planned run in ``jobs`` worker processes; the outcomes, in the order given."""
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
-    live: dict[int, subprocess.Popen] = {}
+    todo = deque(enumerate(runs))
+    live: dict[int, subprocess.Popen] = {}  # slot -> its worker process
     lock = threading.Lock()
     stopping = threading.Event()
+    done: queue.Queue = queue.Queue()  # (index, Outcome), or (slot, None) when a slot has nothing left
 
-    def work(index: int, run: Any) -> Outcome:
-        started = time.perf_counter()
-        with lock:
-            if stopping.is_set():
-                return Outcome(run, -2, "not started: the grid was interrupted", 0.0)
-            process = subprocess.Popen(run_argv(run, common, threads), env=env, stdout=subprocess.DEVNULL,
-                                       stderr=subprocess.PIPE, text=True)
-            live[index] = process
-        _, stderr = process.communicate()
-        with lock:
-            live.pop(index, None)
-        lines = [line for line in stderr.splitlines() if line.strip()]
-        last = next((line for line in reversed(lines) if line.startswith("error:")), lines[-1] if lines else "")
-        return Outcome(run, process.returncode, last, time.perf_counter() - started)
+    def start_worker(slot: int) -> subprocess.Popen:
+        process = subprocess.Popen([sys.executable, "-m", "harness.worker"], env=env, stdin=subprocess.PIPE,
+                                   stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        live[slot] = process
+        return process
+
+    def serve(slot: int) -> None:
+        process = None
+        try:
+            while True:
+                with lock:
+                    if stopping.is_set() or not todo:
+                        return
+                    index, run = todo.popleft()
+                    if process is None:
+                        process = start_worker(slot)
+                started = time.perf_counter()
+                try:
+                    process.stdin.write(json.dumps(run_argv(run, common, threads)[3:]) + "\n")
+                    process.stdin.flush()
+                    answer = process.stdout.readline()
+                except OSError:  # the worker is gone (stopped, or it died)
+                    answer = ""
+                if answer:
+                    reply = json.loads(answer)
+                    done.put((index, Outcome(run, reply["returncode"], reply["last_line"],
+                                             time.perf_counter() - started)))
+                    continue
+                code = process.wait()
+                done.put((index, Outcome(run, code or -1, f"the worker process ended (exit {code}) during this run",
+                                         time.perf_counter() - started)))
+                process = None
+        finally:
+            if process is not None and process.poll() is None:
+                process.stdin.close()
+                process.wait()
+            done.put((slot, None))
 
     outcomes: dict[int, Outcome] = {}
-    pool = ThreadPoolExecutor(max_workers=jobs)
+    servers = [threading.Thread(target=serve, args=(slot,), daemon=True) for slot in range(min(jobs, len(runs)))]
     try:
-        futures = {pool.submit(work, i, run): i for i, run in enumerate(runs)}
-        for future in as_completed(futures):
-            outcome = future.result()
-            outcomes[futures[future]] = outcome
+        for server in servers:
+            server.start()
+        idle = 0
+        while idle < len(servers):
+            index, outcome = done.get()
+            if outcome is None:
+                idle += 1
+                continue
+            outcomes[index] = outcome
             status = "finished" if outcome.returncode == 0 else f"FAILED (exit {outcome.returncode}): {outcome.last_line}"
             report(f"[{len(outcomes)}/{len(runs)}] {outcome.run.run_name} seed{outcome.run.seed}: {status} "
                    f"({outcome.seconds:.1f} s)")
@@ -77,12 +112,13 @@ def run_local(runs: Sequence[Any], common: Sequence[str], jobs: int, threads: in
         stopping.set()
         with lock:
             for process in live.values():
-                process.terminate()
-        pool.shutdown(wait=True, cancel_futures=True)
+                if process.poll() is None:
+                    process.terminate()
+        for server in servers:
+            server.join(timeout=60)
         raise RunError(f"interrupted: {sum(o.returncode == 0 for o in outcomes.values())} of {len(runs)} runs had "
                        "finished; the workers were stopped, and the same command skips the finished runs and resumes "
                        "the others from their last complete epoch") from None
-    pool.shutdown(wait=True)
     return [outcomes[i] for i in range(len(runs))]
 
 
