@@ -16,12 +16,11 @@ import sys
 
 import pytest
 import torch
-import torch.nn.functional as F
 
-from baselines.swamp import SwAMP, SwAMPParams
 from harness.ops import native, ot
 from tests.conftest import ROOT
-from tests.test_numerics import ETAS, SCALES, TAUS, Fixed, cosines
+from tests.test_fused_sinkhorn import swamp_targets_fast_and_eager
+from tests.test_numerics import ETAS, SCALES, TAUS, cosines
 
 REASON = native.unavailable()
 pytestmark = pytest.mark.skipif(REASON is not None, reason=f"native Sinkhorn unavailable here: {REASON}")
@@ -159,24 +158,14 @@ def test_what_the_kernel_does_not_take_is_refused_or_passed_on():
 
 
 def test_swamp_targets_through_the_native_kernel_equal_the_eager_path(monkeypatch):
-    monkeypatch.setenv(ot.COMPILE_ENV, "auto")
     calls = []
     solve = native.solve
     monkeypatch.setattr(native, "solve", lambda xs, *a, **k: calls.append([x.shape for x in xs]) or solve(xs, *a, **k))
-    g = torch.Generator().manual_seed(0)
-    emb_a, emb_b = (F.normalize(torch.randn(32, 8, generator=g), dim=1) for _ in range(2))
-    targets = {}
-    for flag in (True, False):
-        torch.manual_seed(0)
-        method = SwAMP({"a": Fixed(8), "b": Fixed(8)}, SwAMPParams(K=16, queue=64, tau=0.05, eta=20.0,
-                                                                   sinkhorn_compile=flag))
-        method.queue.push(emb_a.flip(0), emb_b.flip(0))
-        targets[flag] = method.targets(emb_a, emb_b)
+    fast, eager = swamp_targets_fast_and_eager(monkeypatch)
     assert calls == [[(64, 16), (64, 16)]]  # one call, both modalities: the batch of 32 and the 32 rows queued
-    assert "native" in ot.compile_seconds()
-    for fast, eager in zip(targets[True], targets[False]):
-        assert fast.shape == (32, 16)
-        _assert_close(fast, eager, "swamp targets")
+    for q, ref in zip(fast, eager):
+        assert q.shape == (32, 16)
+        _assert_close(q, ref, "swamp targets")
 
 
 BUILD_SCRIPT = """
