@@ -54,10 +54,11 @@ def fused_swapped_targets(logits_a: torch.Tensor, logits_b: torch.Tensor, *, eta
 
 
 def _harden(q_a: torch.Tensor, q_b: torch.Tensor, hard: bool) -> tuple[torch.Tensor, torch.Tensor]:
-    """The targets as they are, or (``hard``) one-hot at each row's argmax."""
+    """The targets as they are, or (``hard``) one-hot at each row's argmax (scattered: ``F.one_hot`` checks its
+    indices' range on the host, a synchronisation on a GPU)."""
     if hard:
-        q_a = F.one_hot(q_a.argmax(1), q_a.shape[1]).to(q_a.dtype)
-        q_b = F.one_hot(q_b.argmax(1), q_b.shape[1]).to(q_b.dtype)
+        q_a = torch.zeros_like(q_a).scatter_(1, q_a.argmax(1, keepdim=True), 1.0)
+        q_b = torch.zeros_like(q_b).scatter_(1, q_b.argmax(1, keepdim=True), 1.0)
     return q_a, q_b
 
 

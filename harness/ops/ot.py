@@ -165,14 +165,25 @@ class _Compiled:
         self.failed: str | None = None
         self.seconds: dict[str, float] = {}
         self.calls = 0
+        self.scalars: dict[tuple, torch.Tensor] = {}
+
+    def scalar(self, value: float, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+        """A 0-d tensor of ``value`` on ``device``, made once: a new one per call would copy from the host
+        each step, a synchronising copy on a GPU."""
+        key = (value, dtype, str(device))
+        if key not in self.scalars:
+            if len(self.scalars) > 256:  # a run has a handful of values; anything else is a long-lived process
+                self.scalars.clear()
+            self.scalars[key] = torch.tensor(value, dtype=dtype, device=device)
+        return self.scalars[key]
 
     def __call__(self, x: torch.Tensor, eta: float, n_iters: int, from_logits: bool) -> torch.Tensor:
         if self.fn is None:  # emulate_precision_casts: keep the rounding of 16-bit log p that inductor would elide
             self.fn = torch.compile(_sinkhorn_plain, fullgraph=True, options={"emulate_precision_casts": True})
         wd = working_dtype(x.dtype)
-        eta_t = torch.tensor(eta, dtype=wd, device=x.device)
-        log_n = torch.tensor(math.log(x.shape[0]), dtype=wd, device=x.device)
-        log_k = torch.tensor(math.log(x.shape[1]), dtype=wd, device=x.device)
+        eta_t = self.scalar(eta, wd, x.device)
+        log_n = self.scalar(math.log(x.shape[0]), wd, x.device)
+        log_k = self.scalar(math.log(x.shape[1]), wd, x.device)
         if x.shape[0] > 1:  # one kernel for every N (a dynamic K ran 2.6x slower: K stays static)
             torch._dynamo.mark_dynamic(x, 0)
         key = (f"{x.device.type}/{x.dtype}/K={x.shape[1]}/iters={n_iters}/from_logits={from_logits}/"
