@@ -192,6 +192,13 @@ def test_the_build_is_cached_and_reused(tmp_path):
     assert second["kernel"] == first["kernel"]
 
 
+def test_an_unwritable_cache_folder_falls_back_to_the_temporary_folder(tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    report = _build_report(SWAMP_BENCH_CACHE=str(blocker / "cache"))
+    assert report["reason"] is None and report["kernel"].startswith("native (")
+
+
 def test_without_a_compiler_or_when_turned_off_the_kernel_says_why(tmp_path):
     missing = _build_report(SWAMP_BENCH_CACHE=str(tmp_path), CC="/nonexistent/cc")
     assert "/nonexistent/cc" in missing["reason"] and missing["files"] == []

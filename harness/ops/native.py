@@ -83,33 +83,35 @@ def _compiler() -> str:
 
 
 def _build(cc: str, version: str, width: int) -> Path:
-    """The library for ``width`` lanes, from the cache or compiled into it."""
+    """The library for ``width`` lanes, from the cache or compiled into it (into the system's temporary folder
+    where the cache folder cannot be written)."""
     flags = (*FLAGS, f"-DSK_WIDTH={width}")
     source = SOURCE.read_bytes()
     key = hashlib.sha256(b"\0".join([source, version.encode(), " ".join(flags).encode()])).hexdigest()[:16]
-    folder = cache_dir()
-    target = folder / f"sinkhorn_native_w{width}_{key}.so"
-    if target.exists():
+    name = f"sinkhorn_native_w{width}_{key}.so"
+    folders = (cache_dir(), Path(tempfile.gettempdir()) / "swamp-bench-native")
+    for folder in folders:
+        target = folder / name
+        if target.exists():
+            return target
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(suffix=".so", dir=folder)
+        except OSError:
+            continue
+        os.close(fd)
+        try:
+            done = subprocess.run([cc, *flags, "-o", tmp, str(SOURCE), "-lm"], capture_output=True, text=True,
+                                  timeout=300)
+            if done.returncode != 0:
+                last = (done.stderr.strip().splitlines() or ["(no message)"])[-1]
+                raise _Unavailable(f"{cc} could not build {SOURCE.name}: {last}")
+            os.replace(tmp, target)  # atomic: processes building at once each install a whole library
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
         return target
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError:
-        folder = Path(tempfile.gettempdir()) / "swamp-bench-native"
-        folder.mkdir(parents=True, exist_ok=True)
-        target = folder / target.name
-    fd, tmp = tempfile.mkstemp(suffix=".so", dir=folder)
-    os.close(fd)
-    try:
-        done = subprocess.run([cc, *flags, "-o", tmp, str(SOURCE), "-lm"], capture_output=True, text=True,
-                              timeout=300)
-        if done.returncode != 0:
-            last = (done.stderr.strip().splitlines() or ["(no message)"])[-1]
-            raise _Unavailable(f"{cc} could not build {SOURCE.name}: {last}")
-        os.replace(tmp, target)  # atomic: processes building at once each install a whole library
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    return target
+    raise OSError(f"none of {', '.join(map(str, folders))} can be written")
 
 
 def _load(target: Path) -> ctypes.CDLL:
@@ -140,7 +142,10 @@ def _build_and_load() -> ctypes.CDLL:
         raise _Unavailable(f"C compiler {cc!r} does not run: {exc}") from None
     chosen = None
     for width in ((16, 8) if setting_ == "auto" else (8,)):
-        path = _build(cc, version, width)
+        try:
+            path = _build(cc, version, width)
+        except (OSError, subprocess.SubprocessError) as exc:  # no writable folder, a compiler that hangs
+            raise _Unavailable(f"could not build {SOURCE.name}: {exc}") from None
         lib = _load(path)
         if lib.sk_cpu_supported():
             chosen = (lib, path, width)
