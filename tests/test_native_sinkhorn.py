@@ -231,3 +231,27 @@ def test_a_bad_kernel_setting_stops_a_run_before_anything_is_written(tmp_path, v
     lines = [line for line in out.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and f"{variable}='fast'" in lines[0], out.stderr
     assert not (tmp_path / "out").exists()
+
+
+ONE_OFF_SCRIPT = """
+import json, torch, torch.nn.functional as F
+from baselines.swamp import SwAMP, SwAMPParams
+from tests.test_numerics import Fixed
+out = []
+for _ in range(2):
+    method = SwAMP({"a": Fixed(8), "b": Fixed(8)}, SwAMPParams(K=16, queue=64, tau=0.05, eta=20.0))
+    emb = F.normalize(torch.randn(32, 8), dim=1)
+    method.targets(emb, emb.flip(0))
+    out.append(method.one_off_timings())
+print(json.dumps(out))
+"""
+
+
+def test_the_kernel_build_is_reported_by_the_run_that_paid_for_it(tmp_path):
+    """A fresh process: the first SwAMP reports the native kernel's build as a one-off cost; a second one in
+    the same process (a sequential grid, a launcher's worker) paid nothing and reports nothing."""
+    out = _python(ONE_OFF_SCRIPT, SWAMP_BENCH_CACHE=str(tmp_path), SWAMP_BENCH_SINKHORN_COMPILE="auto")
+    assert out.returncode == 0, out.stderr[-2000:]
+    first, second = json.loads(out.stdout.strip().splitlines()[-1])
+    assert list(first) == ["sinkhorn_native_build"] and first["sinkhorn_native_build"] > 0
+    assert second == {}
