@@ -2,7 +2,8 @@
 (``sinkhorn_native.c``).
 
 The kernel runs the eager reference's iteration (:func:`harness.ops.ot.sinkhorn`, log-softmax folded in) with
-its -80 exponent floor, and skips the ``exp`` of every group of eight entries that lie wholly below that floor;
+its -80 exponent floor, and skips the ``exp`` of every vector of 16 (AVX-512) or 8 (AVX2) entries that lie wholly
+below that floor;
 with SwAMP's exponents (eta * log p over thousands) that is nearly all of them, so a pass costs about a read of
 the matrix. Two modalities' problems run on two threads when torch has two or more.
 
@@ -53,7 +54,7 @@ class _Kernel:
         self.tried = True
         start = time.perf_counter()
         try:
-            self.lib = _build_and_load()
+            self.lib, self.path, self.width = _build_and_load()
         except _Unavailable as exc:
             self.reason = str(exc)
             return
@@ -129,7 +130,8 @@ def setting() -> str:
     return value
 
 
-def _build_and_load() -> ctypes.CDLL:
+def _build_and_load() -> tuple[ctypes.CDLL, Path, int]:
+    """The library of the widest build this CPU runs, its path and its lanes."""
     setting_ = setting()
     if setting_ == "off":
         raise _Unavailable(f"{ENV}=off")
@@ -152,13 +154,13 @@ def _build_and_load() -> ctypes.CDLL:
             break
     if chosen is None:
         raise _Unavailable("this CPU lacks AVX2 or FMA")
-    lib, _KERNEL.path, _KERNEL.width = chosen
+    lib = chosen[0]
     fp = ctypes.POINTER(ctypes.c_float)
     lib.sk_solve.argtypes = [ctypes.c_int, ctypes.POINTER(fp), ctypes.POINTER(ctypes.c_int), ctypes.c_int,
                              ctypes.c_float, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.POINTER(fp),
                              ctypes.POINTER(fp), ctypes.c_int, ctypes.POINTER(ctypes.c_int)]
     lib.sk_solve.restype = ctypes.c_int
-    return lib
+    return chosen
 
 
 def unavailable() -> str | None:
