@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import re
 import sys
 from pathlib import Path
@@ -91,6 +92,20 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--no-tables", action="store_true", help=argparse.SUPPRESS)  # workers of a launcher
     run.add_argument("--on-nan", choices=("stop", "skip"), default="stop",
                      help="a step with a NaN or infinite loss: stop the run there (default) or skip its update")
+    rerun = sub.add_parser("rerun", help="run again what result files record, from their own settings; --check: "
+                                         "compare the metrics", parents=[plugins])
+    rerun.add_argument("results", nargs="+", metavar="RESULT",
+                       help="result files (seed<k>.json), or folders searched for them, e.g. results/wikipedia")
+    rerun.add_argument("--out", default="runs", help="results folder to write into (default: runs/)")
+    rerun.add_argument("--data-root", default=None,
+                       help="dataset folder (sets dataset.root; default: the recorded root, variables re-expanded)")
+    rerun.add_argument("--check", action="store_true",
+                       help="compare each run's test metrics with the recorded ones; exit 1 when any differ")
+    rerun.add_argument("--reference", default=None, metavar="RUN", help="as for run: marks in the tables")
+    rerun.add_argument("--force", action="store_true", help="replace finished runs in --out (default: skip them)")
+    rerun.add_argument("--device", default="auto", help="auto (default), cpu, cuda or cuda:N")
+    rerun.add_argument("--threads", type=int, default=None, metavar="N", help="torch threads (default: torch's own)")
+    rerun.add_argument("--no-progress", action="store_true", help="hide progress bars")
     lst = sub.add_parser("list", help="tasks and the methods each declares; registered components", parents=[plugins])
     lst.add_argument("--tasks-dir", default=str(TASKS_DIR))
     table = sub.add_parser("table", help="re-render tables from saved result files", parents=[plugins])
@@ -215,6 +230,105 @@ def cmd_run(args: argparse.Namespace) -> int:
     paths = tables.write_tables(results, folder, reference=args.reference, test_stat=args.test_stat)
     print(f"\nresults: {folder}/<run>/seed<k>.json; tables: {', '.join(str(p) for p in paths)}")
     return 0
+
+
+def cmd_rerun(args: argparse.Namespace) -> int:
+    """``harness rerun``: every given result file's run, rebuilt from the settings the file records."""
+    import torch
+
+    from harness.config import plan
+    from harness.report import tables
+    from harness.run import distributed as dd
+    from harness.run import checkpoint, preflight, runner
+    from harness.store.schema import result_path
+
+    records = _result_records(args.results)
+    overrides = [f"dataset.root={args.data_root}"] if args.data_root else []
+    runs = [plan.from_record(record, str(path), overrides) for path, record in records]
+    out = Path(args.out)
+    keys = [(r.spec.name, r.run_name, r.seed) for r in runs]
+    twice = sorted({k for k in keys if keys.count(k) > 1})
+    if twice:
+        task, name, seed = twice[0]
+        raise ConfigError(f"two of the given result files are the same run ({task}/{name} seed{seed}); give each "
+                          "run once")
+    inits = [Path(record["init"]) if record.get("init") else None for _, record in records]
+    for init in dict.fromkeys(i for i in inits if i is not None):
+        checkpoint.checkpoint_of(init)  # a run that started from a checkpoint starts from it again
+    preflight.check_out(out, [result_path(out, r.spec.name, r.run_name, r.seed).parent for r in runs])
+    preflight.check_environment()
+    if args.threads is not None:
+        if args.threads < 1:
+            raise ConfigError(f"--threads {args.threads}: give a positive number of torch threads")
+        torch.set_num_threads(args.threads)
+    device = runner.resolve_device(args.device)
+    opts = runner.RunOptions(device=device, out=out, progress=not args.no_progress, force=args.force, init=None,
+                             dist=dd.init_from_env(device.type), on_nan="stop")
+    print(f"re-running {len(runs)} run(s) from their result files into {out}/")
+    results = []
+    for init in dict.fromkeys(inits):  # the runs of one starting point together, in the order given
+        results += _run_all([r for r, i in zip(runs, inits) if i == init], dataclasses.replace(opts, init=init))
+    by_task: dict[str, list[dict]] = {}
+    for result in results:
+        by_task.setdefault(result["task"], []).append(result)
+    for task, group in by_task.items():
+        _print_tables(group, args.reference)
+        paths = tables.write_tables(group, out / task, reference=args.reference)
+        print(f"\nresults: {out / task}/<run>/seed<k>.json; tables: {', '.join(str(p) for p in paths)}")
+    if not args.check:
+        return 0
+    differ = _check_reruns([(path, record) for path, record in records], results)
+    return 1 if differ else 0
+
+
+def _result_records(targets: list[str]) -> list[tuple[Path, dict]]:
+    """(path, record) of every result file named, or found (seed<k>.json) in a named folder, in order."""
+    paths: list[Path] = []
+    for target in targets:
+        path = Path(target)
+        if path.is_dir():
+            found = sorted(p for p in path.rglob("seed*.json") if re.fullmatch(r"seed\d+\.json", p.name))
+            if not found:
+                raise ConfigError(f"{path}: no result files (seed<k>.json) in this folder or below it")
+            paths.extend(found)
+        elif path.is_file():
+            paths.append(path)
+        else:
+            raise ConfigError(f"{path}: no such result file or folder; give result files (seed<k>.json) or "
+                              "folders that hold them")
+    records = []
+    for path in dict.fromkeys(paths):
+        try:
+            records.append((path, json.loads(path.read_text())))
+        except (OSError, ValueError) as err:
+            raise ConfigError(f"cannot read the result file {path} ({err})") from None
+    return records
+
+
+def _check_reruns(records: list[tuple[Path, dict]], results: list[dict]) -> int:
+    """Print, per run, whether its test metrics equal the recorded ones exactly; the number that differ."""
+    from tabulate import tabulate
+
+    new = {(r["task"], r["run_name"], r["seed"]): r for r in results}
+    rows, differ = [], 0
+    for path, record in records:
+        result = new.get((record["task"], record["run_name"], record["seed"]))
+        if result is None:
+            continue
+        old, now = record.get("metrics", {}), result.get("metrics", {})
+        gaps = {k: abs(float(now[k]) - float(old[k])) for k in old.keys() & now.keys() if now[k] != old[k]}
+        missing = sorted(old.keys() ^ now.keys())
+        if gaps or missing:
+            differ += 1
+            worst = max(gaps, key=gaps.get) if gaps else None
+            text = (f"{len(gaps)} of {len(old)} differ, largest {worst} {old[worst]:.4g} -> {now[worst]:.4g}"
+                    if worst else "") + (f"; only in one: {', '.join(missing)}" if missing else "")
+        else:
+            text = f"all {len(old)} identical"
+        rows.append([str(path), text])
+    print(f"\nRecorded against re-run test metrics\n{tabulate(rows, headers=['result file', 'metrics'])}")
+    print(f"\n{len(rows) - differ} of {len(rows)} run(s) reproduced their recorded test metrics exactly")
+    return differ
 
 
 def _check_launcher(args: argparse.Namespace, info) -> None:
@@ -551,7 +665,7 @@ def main(argv: list[str] | None = None) -> int:
             raise _unrecognized(args.subcommands[args.command], extra)
         registry.set_include(getattr(args, "include", []))
         provenance.set_command(sys.argv[1:] if argv is None else argv)
-        handler = {"run": cmd_run, "list": cmd_list, "table": cmd_table, "plot": cmd_plot, "clusters": cmd_clusters,
+        handler = {"run": cmd_run, "rerun": cmd_rerun, "list": cmd_list, "table": cmd_table, "plot": cmd_plot, "clusters": cmd_clusters,
                    "ensemble": cmd_ensemble, "compare": cmd_compare, "report": cmd_report, "status": cmd_status,
                    "bench": cmd_bench}[args.command]
         code = handler(args)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import copy
 import io
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -174,6 +175,21 @@ def corrupt_result(d: Path) -> list[str]:
     result.parent.mkdir(parents=True)
     result.write_text('{"schema": 1, "metrics": {"a2b/R@1": 8')  # cut short by hand
     return run(d, task(d), "--methods", "swamp")
+
+
+REPO = Path(TINY["base"]).parent.parent
+
+
+def _text_file(path: Path, body: str) -> Path:
+    path.write_text(body)
+    return path
+
+
+def _stale_result(d: Path) -> Path:
+    """A committed result file whose contrastive margin is recorded under a name the code does not know."""
+    record = json.loads((REPO / "results/synthetic/contrastive/seed0.json").read_text())
+    record["config"]["method"]["margn"] = record["config"]["method"].pop("margin")
+    return _text_file(d / "seed0.json", json.dumps(record))
 
 
 def out_is_file(d: Path) -> list[str]:
@@ -415,6 +431,22 @@ CASES: list[Case] = [
     Case("command line", "report-not-folder", "harness report on a folder that does not exist",
          lambda d: ["report", str(d / "nowhere"), "--out", str(d / "site")], "is not a folder",
          "give folders that hold result files"),
+    Case("command line", "rerun-missing", "harness rerun on a result file that does not exist",
+         lambda d: ["rerun", str(d / "seed0.jsn"), "--out", str(d / "results")], "no such result file or folder",
+         "give result files (seed<k>.json)"),
+    Case("command line", "rerun-not-result", "harness rerun on a JSON file that is not a run's result",
+         lambda d: ["rerun", str(_text_file(d / "seed0.json", '{"schema": 1}')), "--out", str(d / "results")],
+         "not a run's result file", "give the seed<k>.json files a run wrote"),
+    Case("command line", "rerun-ensemble", "harness rerun on an ensemble's result file",
+         lambda d: ["rerun", str(REPO / "results/flickr30k_shapes/scan_t2i_avg+scan_i2t_lse/seed0.json"), "--out",
+                    str(d / "results")], "an ensemble of the runs scan_t2i_avg and scan_i2t_lse",
+         "give their files to `harness ensemble`"),
+    Case("command line", "rerun-stale", "harness rerun on a result file with a setting the code no longer has",
+         lambda d: ["rerun", str(_stale_result(d)), "--out", str(d / "results")], "unknown key 'margn'",
+         "re-run its task file with `harness run` instead", "margin"),
+    Case("command line", "rerun-data-root", "harness rerun --data-root on generated data",
+         lambda d: ["rerun", str(REPO / "results/synthetic/swamp/seed0.json"), "--data-root", str(d), "--out",
+                    str(d / "results")], "reads no folder", "leave --data-root out"),
     Case("command line", "slurm-option", "--slurm with a misspelt option",
          args("--launcher", "slurm", "--slurm", "partiton=gpu"), "unknown launcher option 'partiton' in --slurm",
          "valid: account, array_parallelism", "partition"),

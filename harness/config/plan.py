@@ -174,3 +174,51 @@ def plan(task_path: str | Path, overrides: list[str], sweeps: list[str], methods
                     seen.add((folder, seed))
                     runs.append(Run(spec, name, folder, varied, seed))
     return runs
+
+
+def from_record(record: dict[str, Any], where: str, overrides: list[str] | None = None) -> Run:
+    """The run a result file records, rebuilt from its own configuration rather than from a task file: the
+    same resolved settings, folder name, varied settings and seed (``harness rerun``). ``overrides``
+    (NAME.KEY=VALUE, e.g. ``dataset.root=...``) apply on top, named after the method as on the command line.
+    A run that started from a checkpoint (``init``) needs it again: the caller passes it as ``RunOptions.init``.
+    Settings added to the code since the file was written take :data:`LEGACY_DEFAULTS`' value, or today's
+    default. ConfigError, naming ``where``, when the record is not a finished run's or its settings are no
+    longer valid."""
+    config = record.get("config")
+    if not isinstance(config, dict) or not isinstance(config.get("method"), dict) or "seed" not in record:
+        raise ConfigError(f"{where}: not a run's result file (no config, method or seed recorded); "
+                          "give the seed<k>.json files a run wrote")
+    if config["method"].get("method") == "ensemble":
+        names = [s.get("run_name", "?") if isinstance(s, dict) else str(s) for s in record.get("sources") or []]
+        raise ConfigError(f"{where}: an ensemble of the runs {' and '.join(names)}, "
+                          "not a trained run; re-run those and give their files to `harness ensemble`")
+    name = str(config["method"].get("name", ""))
+    spec = _spec_of(config, record, where, overrides or [])
+    spec = _spec_of(with_legacy_defaults(config, spec.resolved(name)), record, where, overrides or [])
+    return Run(spec, name, str(record.get("run_name") or run_name(name, record.get("varied") or {})),
+               dict(record.get("varied") or {}), int(record["seed"]))
+
+
+def _spec_of(config: dict[str, Any], record: dict[str, Any], where: str, overrides: list[str]) -> TaskSpec:
+    """A one-method task spec whose ``resolved(method)`` is ``config``; the record's overrides are kept."""
+    method = dict(config["method"])
+    name = str(method.pop("name", ""))
+    raw: dict[str, Any] = {
+        "name": config.get("task"), "version": config.get("version", record.get("task_version", "")),
+        "description": f"rebuilt from {where}", "dataset": config.get("dataset"),
+        "encoders": config.get("encoders"), "metrics": config.get("metrics"), "train": config.get("train"),
+        "methods": {name: method},
+    }
+    if record.get("reference"):
+        raw["reference"] = record["reference"]
+    try:
+        spec = specs.build(json.loads(json.dumps(raw)), where)
+    except ConfigError as err:
+        raise ConfigError(f"{err}; the result file's settings are not valid for today's code, so it cannot "
+                          "be re-run as recorded (re-run its task file with `harness run` instead)") from None
+    if overrides:
+        if "dataset.root" in {o.split("=", 1)[0] for o in overrides} and "root" not in (raw["dataset"] or {}):
+            raise ConfigError(f"{where}: --data-root: its dataset (source {spec.dataset.kind!r}) reads no folder; "
+                              "leave --data-root out for it")
+        spec = specs.build(specs.apply_overrides(json.loads(json.dumps(raw)), overrides), where)
+    return spec.__class__(**{**spec.__dict__, "overrides": tuple(record.get("overrides") or ()) + tuple(overrides)})

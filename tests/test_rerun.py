@@ -1,0 +1,149 @@
+"""``harness rerun``: a result file's run rebuilt from the settings it records (not from a task file) gives
+the same folder, varied settings and, on the CPU, the same test metrics; ``--check`` says so, and fails when
+a recorded metric differs; bad targets are one error line."""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from harness.cli import main
+from harness.config import params, plan
+from harness.errors import ConfigError
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _results(folder: Path) -> dict[str, dict]:
+    return {str(p.relative_to(folder)): json.loads(p.read_text()) for p in sorted(folder.rglob("seed*.json"))}
+
+
+@pytest.fixture
+def finished(tiny_task, tmp_path) -> Path:
+    """A swept grid of the tiny task: contrastive and SwAMP at two K, the task file then deleted."""
+    out = tmp_path / "first"
+    assert main(["run", str(tiny_task), "--methods", "contrastive,swamp", "--sweep", "swamp.K=8,16", "--set",
+                 "train.epochs=2", "--out", str(out), "--no-progress"]) == 0
+    tiny_task.unlink()  # the rerun must need nothing but the result files
+    return out
+
+
+def test_rerun_reproduces_every_run_of_a_grid_exactly(finished, tmp_path, capsys):
+    again = tmp_path / "again"
+    capsys.readouterr()
+    assert main(["rerun", str(finished), "--out", str(again), "--check", "--no-progress"]) == 0
+    before, after = _results(finished), _results(again)
+    assert sorted(before) == sorted(after) == ["tiny/contrastive/seed0.json", "tiny/swamp/seed0.json",
+                                               "tiny/swamp@K=8/seed0.json"]
+    for name, old in before.items():
+        new = after[name]
+        assert new["metrics"] == old["metrics"], name
+        assert new["varied"] == old["varied"] and new["run_name"] == old["run_name"]
+        assert new["config"] == old["config"]
+        assert new["environment"]["argv"][1] == "rerun"
+    printed = capsys.readouterr().out
+    assert "3 of 3 run(s) reproduced their recorded test metrics exactly" in printed
+    assert (again / "tiny" / "accuracy.md").is_file()
+
+
+def test_a_run_that_started_from_a_checkpoint_starts_from_it_again(tiny_task, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)  # result files record the --init path as given
+    assert main(["run", str(tiny_task), "--methods", "contrastive", "--out", "first", "--no-progress"]) == 0
+    assert main(["run", str(tiny_task), "--methods", "swamp", "--init", "first/tiny/contrastive/seed0.json",
+                 "--out", "first", "--no-progress"]) == 0
+    assert main(["rerun", "first/tiny/swamp@init=contrastive", "--out", "again", "--check", "--no-progress"]) == 0
+    old = json.loads(Path("first/tiny/swamp@init=contrastive/seed0.json").read_text())
+    new = json.loads(Path("again/tiny/swamp@init=contrastive/seed0.json").read_text())
+    assert new["init"] == old["init"] and new["metrics"] == old["metrics"]
+    (tmp_path / "first" / "tiny" / "contrastive" / "seed0.pt").unlink()
+    capsys.readouterr()
+    assert main(["rerun", "first/tiny/swamp@init=contrastive", "--out", "third", "--no-progress"]) == 2
+    assert "missing" in capsys.readouterr().err and not Path("third").exists()
+
+
+def test_check_fails_and_names_the_metric_that_differs(finished, tmp_path, capsys):
+    path = finished / "tiny" / "contrastive" / "seed0.json"
+    record = json.loads(path.read_text())
+    record["metrics"]["a2b/R@1"] += 1.0
+    path.write_text(json.dumps(record))
+    capsys.readouterr()
+    code = main(["rerun", str(path), "--out", str(tmp_path / "again"), "--check", "--no-progress"])
+    printed = capsys.readouterr().out
+    assert code == 1
+    assert "differ, largest a2b/R@1" in printed
+    assert "0 of 1 run(s) reproduced" in printed
+
+
+def test_data_root_replaces_the_recorded_one_and_is_recorded(tmp_path):
+    record = json.loads((ROOT / "results" / "wikipedia" / "cca" / "seed0.json").read_text())
+    run = plan.from_record(record, "seed0.json", ["dataset.root=/elsewhere"])
+    resolved = run.spec.resolved(run.method)
+    assert resolved["dataset"]["root"] == "/elsewhere"
+    assert run.spec.overrides[-1] == "dataset.root=/elsewhere"
+    assert (run.run_name, run.varied, run.seed) == (record["run_name"], record["varied"], record["seed"])
+    rest = {k: v for k, v in resolved.items() if k != "dataset"}
+    old = plan.with_legacy_defaults(record["config"], resolved)
+    assert plan.diff({k: v for k, v in old.items() if k != "dataset"}, rest,
+                     defaults=run.spec.resolved(run.method, params.defaults)) == {}
+    synthetic = json.loads((ROOT / "results" / "synthetic" / "swamp" / "seed0.json").read_text())
+    with pytest.raises(ConfigError, match="reads no folder"):
+        plan.from_record(synthetic, "seed0.json", ["dataset.root=/elsewhere"])
+
+
+def test_every_committed_result_file_rebuilds(tmp_path):
+    """Every committed run can be rebuilt from its file with today's code: a changed setting name or type
+    would make `harness rerun` refuse it."""
+    paths = [p for p in sorted((ROOT / "results").rglob("seed*.json")) if p.stem[4:].isdigit()]
+    assert len(paths) > 100
+    refused = []
+    for path in paths:
+        record = json.loads(path.read_text())
+        if record["config"]["method"]["method"] == "ensemble":
+            continue
+        try:
+            plan.from_record(record, str(path))
+        except ConfigError as err:
+            refused.append(f"{path.relative_to(ROOT)}: {err}")
+    assert not refused, "\n".join(refused[:5])
+
+
+def _written(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize("setup, needle", [
+    (lambda d: d / "nothing.json", "no such result file or folder"),
+    (lambda d: (d / "empty").mkdir() or d / "empty", "no result files (seed<k>.json)"),
+    (lambda d: _written(d / "seed0.json", "{}"), "not a run's result file"),
+    (lambda d: _written(d / "seed0.json", "{not json"), "cannot read the result file"),
+])
+def test_bad_targets_are_one_error_line(tmp_path, capsys, setup, needle):
+    target = setup(tmp_path)
+    assert main(["rerun", str(target), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error:") and needle in err[0]
+    assert not (tmp_path / "out").exists()
+
+
+def test_records_that_cannot_be_rerun_say_why(tmp_path):
+    record = json.loads((ROOT / "results" / "synthetic" / "contrastive" / "seed0.json").read_text())
+    ensemble = json.loads((ROOT / "results" / "flickr30k_shapes" / "scan_t2i_avg+scan_i2t_lse" / "seed0.json")
+                          .read_text())
+    with pytest.raises(ConfigError, match="an ensemble of the runs scan_t2i_avg and scan_i2t_lse"):
+        plan.from_record(ensemble, "r.json")
+    stale = json.loads(json.dumps(record))
+    stale["config"]["method"]["margn"] = 0.2
+    with pytest.raises(ConfigError, match="not valid for today's code"):
+        plan.from_record(stale, "r.json")
+
+
+def test_the_same_run_given_twice_is_refused(finished, tmp_path, capsys):
+    path = finished / "tiny" / "contrastive" / "seed0.json"
+    copy = tmp_path / "copy" / "seed0.json"
+    copy.parent.mkdir()
+    shutil.copy(path, copy)
+    assert main(["rerun", str(path), str(copy), "--out", str(tmp_path / "again")]) == 2
+    assert "same run" in capsys.readouterr().err
