@@ -143,3 +143,16 @@ def test_qmul_handbags_task_runs_end_to_end(tmp_path):
         result = json.loads(path.read_text())
         assert result["dataset"]["category"] == "handbags" and result["dataset"]["pairs"]["test"] == 10
         assert 0 <= result["metrics"]["s2p/R@1"] <= 100
+
+
+@pytest.mark.skipif(not QMUL.is_dir(), reason=f"QMUL data not found at {QMUL} (read-only shared data)")
+@pytest.mark.parametrize("task", ["qmul_shoes", "qmul_chairs"])
+def test_the_shipped_qmul_tasks_fit_their_data(task, capsys):
+    """No setting of a shipped QMUL task trips the fit check on the real release (e.g. a SwAMP queue as large
+    as the training split)."""
+    from harness.config import plan
+    from harness.run import preflight, runner
+
+    runs = plan.plan(ROOT / "tasks" / f"{task}.yaml", [f"dataset.root={QMUL}", "dataset.image_size=32"], [], [], [0])
+    preflight.check_fit(runs, runner.load_data(runs[0].spec))
+    assert capsys.readouterr().err == ""
