@@ -264,6 +264,8 @@ def cmd_rerun(args: argparse.Namespace) -> int:
     device = runner.resolve_device(args.device)
     opts = runner.RunOptions(device=device, out=out, progress=not args.no_progress, force=args.force, init=None,
                              dist=dd.init_from_env(device.type), on_nan="stop")
+    for line in _rerun_warnings(records, device.type, opts.dist.world_size):
+        print(f"warning: {line}", file=sys.stderr)
     print(f"re-running {len(runs)} run(s) from their result files into {out}/")
     results = []
     for init in dict.fromkeys(inits):  # the runs of one starting point together, in the order given
@@ -279,6 +281,24 @@ def cmd_rerun(args: argparse.Namespace) -> int:
         return 0
     differ = _check_reruns([(path, record) for path, record in records], results)
     return 1 if differ else 0
+
+
+def _rerun_warnings(records: list[tuple[Path, dict]], device: str, world_size: int) -> list[str]:
+    """One line per kind of difference between where the runs were made and where they are made again (the
+    device type, the number of torchrun processes), which changes the numbers the runs compute."""
+    lines, seen = [], set()
+    for path, record in records:
+        made_on = ((record.get("environment") or {}).get("hardware") or {}).get("device")
+        if made_on and made_on != device and ("device", made_on) not in seen:
+            seen.add(("device", made_on))
+            lines.append(f"{path} was made on {made_on}, and is made again on {device} here: expect other numbers "
+                         f"(--device {made_on} to match)")
+        processes = (record.get("distributed") or {}).get("world_size") or 1
+        if processes != world_size and ("world", processes) not in seen:
+            seen.add(("world", processes))
+            lines.append(f"{path} was made by {processes} process(es) and is made again by {world_size} here: "
+                         f"expect other numbers (torchrun --nproc_per_node={processes} -m harness rerun ... to match)")
+    return lines
 
 
 def _result_records(targets: list[str]) -> list[tuple[Path, dict]]:
