@@ -177,18 +177,32 @@ def corrupt_result(d: Path) -> list[str]:
     return run(d, task(d), "--methods", "swamp")
 
 
-REPO = Path(TINY["base"]).parent.parent
-
-
 def _text_file(path: Path, body: str) -> Path:
     path.write_text(body)
     return path
 
 
+def _record(d: Path, method: str = "contrastive") -> dict[str, Any]:
+    """What a result file of the tiny task's ``method`` records about its run (no training needed)."""
+    from harness.config import spec as specs
+
+    config = specs.load_task(task(d, name="recorded.yaml")).resolved(method)
+    return {"schema": 1, "task": config["task"], "run_name": method, "method": method, "seed": 0, "varied": {},
+            "config": config, "metrics": {}}
+
+
 def _stale_result(d: Path) -> Path:
-    """A committed result file whose contrastive margin is recorded under a name the code does not know."""
-    record = json.loads((REPO / "results/synthetic/contrastive/seed0.json").read_text())
+    """A result file whose contrastive margin is recorded under a name the code does not know."""
+    record = _record(d)
     record["config"]["method"]["margn"] = record["config"]["method"].pop("margin")
+    return _text_file(d / "seed0.json", json.dumps(record))
+
+
+def _ensemble_result(d: Path) -> Path:
+    """A result file of `harness ensemble` over two runs of the tiny task."""
+    record = _record(d)
+    record["config"]["method"] = {"name": "contrastive+swamp", "method": "ensemble", "sources": ["contrastive", "swamp"]}
+    record["sources"] = [{"run_name": "contrastive"}, {"run_name": "swamp"}]
     return _text_file(d / "seed0.json", json.dumps(record))
 
 
@@ -438,15 +452,15 @@ CASES: list[Case] = [
          lambda d: ["rerun", str(_text_file(d / "seed0.json", '{"schema": 1}')), "--out", str(d / "results")],
          "not a run's result file", "give the seed<k>.json files a run wrote"),
     Case("command line", "rerun-ensemble", "harness rerun on an ensemble's result file",
-         lambda d: ["rerun", str(REPO / "results/flickr30k_shapes/scan_t2i_avg+scan_i2t_lse/seed0.json"), "--out",
-                    str(d / "results")], "an ensemble of the runs scan_t2i_avg and scan_i2t_lse",
+         lambda d: ["rerun", str(_ensemble_result(d)), "--out", str(d / "results")],
+         "an ensemble of the runs contrastive and swamp",
          "give their files to `harness ensemble`"),
     Case("command line", "rerun-stale", "harness rerun on a result file with a setting the code no longer has",
          lambda d: ["rerun", str(_stale_result(d)), "--out", str(d / "results")], "unknown key 'margn'",
          "re-run its task file with `harness run` instead", "margin"),
     Case("command line", "rerun-data-root", "harness rerun --data-root on generated data",
-         lambda d: ["rerun", str(REPO / "results/synthetic/swamp/seed0.json"), "--data-root", str(d), "--out",
-                    str(d / "results")], "reads no folder", "leave --data-root out"),
+         lambda d: ["rerun", str(_text_file(d / "seed0.json", json.dumps(_record(d, "swamp")))), "--data-root",
+                    str(d), "--out", str(d / "results")], "reads no folder", "leave --data-root out"),
     Case("command line", "slurm-option", "--slurm with a misspelt option",
          args("--launcher", "slurm", "--slurm", "partiton=gpu"), "unknown launcher option 'partiton' in --slurm",
          "valid: account, array_parallelism", "partition"),
