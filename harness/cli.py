@@ -268,8 +268,13 @@ def cmd_rerun(args: argparse.Namespace) -> int:
         print(f"warning: {line}", file=sys.stderr)
     print(f"re-running {len(runs)} run(s) from their result files into {out}/")
     results = []
-    for init in dict.fromkeys(inits):  # the runs of one starting point together, in the order given
-        results += _run_all([r for r, i in zip(runs, inits) if i == init], dataclasses.replace(opts, init=init))
+    try:
+        for init in dict.fromkeys(inits):  # the runs of one starting point together, in the order given
+            results += _run_all([r for r, i in zip(runs, inits) if i == init], dataclasses.replace(opts, init=init))
+    finally:
+        dd.shutdown()
+    if not opts.dist.is_main:  # under torchrun the first process prints and checks
+        return 0
     by_task: dict[str, list[dict]] = {}
     for result in results:
         by_task.setdefault(result["task"], []).append(result)

@@ -341,3 +341,10 @@ def test_torchrun_trains_on_two_processes_and_writes_one_result(tiny_task, tmp_p
     assert len(result["history"]) == 2 and all(math.isfinite(h["loss"]) for h in result["history"])
     assert done.stdout.count("Accuracy (test split") == 1  # tables printed once, by rank 0
     assert not list(out.rglob("*.resume.pt"))
+    # made again from its result file by two processes: the same metrics, checked and printed once
+    again = [*cmd[:cmd.index("harness") + 1], "rerun", str(results[0]), "--out", str(tmp_path / "again"),
+             "--device", "cpu", "--check", "--no-progress"]
+    rerun = subprocess.run(again, cwd=root, env=env, capture_output=True, text=True, timeout=300)
+    assert rerun.returncode == 0, rerun.stdout + rerun.stderr
+    assert rerun.stdout.count("1 of 1 run(s) reproduced their recorded test metrics exactly") == 1
+    assert "warning" not in rerun.stderr
