@@ -104,8 +104,15 @@ def build_parser() -> argparse.ArgumentParser:
     rerun.add_argument("--reference", default=None, metavar="RUN", help="as for run: marks in the tables")
     rerun.add_argument("--force", action="store_true", help="replace finished runs in --out (default: skip them)")
     rerun.add_argument("--device", default="auto", help="auto (default), cpu, cuda or cuda:N")
-    rerun.add_argument("--threads", type=int, default=None, metavar="N", help="torch threads (default: torch's own)")
+    rerun.add_argument("--launcher", choices=("sequential", "local"), default="sequential",
+                       help="sequential (default): one run after another in this process; local: worker processes, "
+                            "--jobs at a time, as for run")
+    rerun.add_argument("--jobs", type=int, default=None, metavar="N",
+                       help="worker processes of --launcher local (default: 2)")
+    rerun.add_argument("--threads", type=int, default=None, metavar="N",
+                       help="torch threads per run (default: torch's own; with --launcher local, cores / jobs)")
     rerun.add_argument("--no-progress", action="store_true", help="hide progress bars")
+    rerun.add_argument("--no-tables", action="store_true", help=argparse.SUPPRESS)  # workers of a launcher
     lst = sub.add_parser("list", help="tasks and the methods each declares; registered components", parents=[plugins])
     lst.add_argument("--tasks-dir", default=str(TASKS_DIR))
     table = sub.add_parser("table", help="re-render tables from saved result files", parents=[plugins])
@@ -261,19 +268,36 @@ def cmd_rerun(args: argparse.Namespace) -> int:
         if args.threads < 1:
             raise ConfigError(f"--threads {args.threads}: give a positive number of torch threads")
         torch.set_num_threads(args.threads)
+    if args.launcher == "local":
+        if args.jobs is not None and args.jobs < 1:
+            raise ConfigError(f"--jobs {args.jobs}: give a positive number of worker processes")
+        if any(inits):
+            raise ConfigError("--launcher local: some of these runs started from a checkpoint; re-run those "
+                              "without --launcher local")
+    elif args.jobs is not None:
+        raise ConfigError("--jobs sets the workers of --launcher local; add --launcher local")
     device = runner.resolve_device(args.device)
     opts = runner.RunOptions(device=device, out=out, progress=not args.no_progress, force=args.force, init=None,
                              dist=dd.init_from_env(device.type), on_nan="stop")
     for line in _rerun_warnings(records, device.type, opts.dist.world_size):
         print(f"warning: {line}", file=sys.stderr)
     print(f"re-running {len(runs)} run(s) from their result files into {out}/")
+    if opts.dist.world_size > 1 and args.launcher == "local":
+        raise ConfigError("--launcher local starts processes of its own; run it without torchrun")
     results = []
     try:
-        for init in dict.fromkeys(inits):  # the runs of one starting point together, in the order given
-            results += _run_all([r for r, i in zip(runs, inits) if i == init], dataclasses.replace(opts, init=init))
+        if args.launcher == "local":
+            common = ["--out", str(out), "--device", args.device, *(["--force"] if args.force else []),
+                      *(["--data-root", args.data_root] if args.data_root else []),
+                      *[arg for path in args.include for arg in ("--include", path)]]
+            results = _run_local(runs, opts, args, common)
+        else:
+            for init in dict.fromkeys(inits):  # the runs of one starting point together, in the order given
+                group = [r for r, i in zip(runs, inits) if i == init]
+                results += _run_all(group, dataclasses.replace(opts, init=init))
     finally:
         dd.shutdown()
-    if not opts.dist.is_main:  # under torchrun the first process prints and checks
+    if not opts.dist.is_main or args.no_tables:  # under torchrun the first process prints and checks
         return 0
     by_task: dict[str, list[dict]] = {}
     for result in results:
@@ -386,9 +410,10 @@ def _check_launcher(args: argparse.Namespace, info) -> None:
         raise ConfigError("--launcher local starts processes of its own; run it without torchrun")
 
 
-def _run_local(runs: list, opts, args: argparse.Namespace) -> list[dict]:
+def _run_local(runs: list, opts, args: argparse.Namespace, common: list[str] | None = None) -> list[dict]:
     """``--launcher local``: the checks of a sequential run, then one worker process per unfinished run; the
-    result files of every run (raises RunError naming the runs that failed, after printing the others)."""
+    result files of every run (raises RunError naming the runs that failed, after printing the others).
+    ``common``: the options every worker gets (default: those of ``run``'s arguments)."""
     from harness.run import launcher, runner
 
     jobs = args.jobs or 2
@@ -400,7 +425,7 @@ def _run_local(runs: list, opts, args: argparse.Namespace) -> list[dict]:
             print(_skip_line(f"{run.run_name} seed{run.seed}", run, done))
     for key in dict.fromkeys(_data_key(r) for r in pending):  # what a sequential run checks, before any worker
         _checked_data([r for r in pending if _data_key(r) == key], opts)
-    common = _worker_args(args, opts)
+    common = _worker_args(args, opts) if common is None else common
     if pending:
         print(f"{len(pending)} run(s) in {jobs} worker process(es), {threads} torch thread(s) each")
     outcomes = launcher.run_local(pending, common, jobs, threads)
@@ -411,7 +436,7 @@ def _run_local(runs: list, opts, args: argparse.Namespace) -> list[dict]:
                for r, d in zip(runs, finished) if d is not None or (r.run_name, r.seed) in done]
     if failed:
         if results:
-            _print_tables(results, args.reference, args.test_stat)
+            _print_tables(results, args.reference, getattr(args, "test_stat", None))
         first = failed[0]
         raise RunError(f"{len(failed)} of {len(pending)} run(s) failed, first {first.run.run_name} seed{first.run.seed}"
                        f" (exit {first.returncode}): {first.last_line.removeprefix('error: ')}")

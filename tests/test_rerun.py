@@ -164,3 +164,25 @@ def test_a_run_made_elsewhere_warns_before_it_is_made_again(tmp_path, capsys):
     assert "a.json was made on cuda" in lines[0] and "--device cuda" in lines[0]
     assert "c.json was made by 2 process(es)" in lines[1] and "--nproc_per_node=2" in lines[1]
     assert _rerun_warnings([(Path("d.json"), record)], "cpu", 1) == []
+
+
+@pytest.mark.slow
+def test_rerun_in_worker_processes_matches_the_sequential_one(finished, tmp_path, capsys):
+    """--launcher local hands each run to a worker as `harness rerun FILE`: the same files, the same check."""
+    capsys.readouterr()
+    assert main(["rerun", str(finished), "--out", str(tmp_path / "workers"), "--launcher", "local", "--jobs", "2",
+                 "--threads", "1", "--check", "--no-progress"]) == 0
+    printed = capsys.readouterr().out
+    assert "3 run(s) in 2 worker process(es), 1 torch thread(s) each" in printed
+    assert "3 of 3 run(s) reproduced their recorded test metrics exactly" in printed
+    made = _results(tmp_path / "workers")
+    assert sorted(made) == sorted(_results(finished))
+    assert all(r["environment"]["argv"][1] == "rerun" for r in made.values())
+
+
+def test_launcher_options_of_rerun_are_checked(finished, tmp_path, capsys):
+    assert main(["rerun", str(finished), "--out", str(tmp_path / "o"), "--jobs", "2"]) == 2
+    assert "add --launcher local" in capsys.readouterr().err
+    assert main(["rerun", str(finished), "--out", str(tmp_path / "o"), "--launcher", "local", "--jobs", "0"]) == 2
+    assert "positive number of worker processes" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()

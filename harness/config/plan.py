@@ -31,6 +31,7 @@ class Run:
     run_name: str
     varied: dict[str, Any]
     seed: int
+    source: str | None = None  # the result file it was rebuilt from (``harness rerun``), else None
 
 
 def parse_sweep(text: str) -> list[str]:
@@ -196,7 +197,7 @@ def from_record(record: dict[str, Any], where: str, overrides: list[str] | None 
     spec = _spec_of(config, record, where, overrides or [])
     spec = _spec_of(with_legacy_defaults(config, spec.resolved(name)), record, where, overrides or [])
     return Run(spec, name, str(record.get("run_name") or run_name(name, record.get("varied") or {})),
-               dict(record.get("varied") or {}), int(record["seed"]))
+               dict(record.get("varied") or {}), int(record["seed"]), source=where)
 
 
 def _spec_of(config: dict[str, Any], record: dict[str, Any], where: str, overrides: list[str]) -> TaskSpec:
