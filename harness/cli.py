@@ -113,6 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="torch threads per run (default: torch's own; with --launcher local, cores / jobs)")
     rerun.add_argument("--no-progress", action="store_true", help="hide progress bars")
     rerun.add_argument("--no-tables", action="store_true", help=argparse.SUPPRESS)  # workers of a launcher
+    rerun.set_defaults(slurm=None, wait=False)  # for the launcher checks shared with run
     lst = sub.add_parser("list", help="tasks and the methods each declares; registered components", parents=[plugins])
     lst.add_argument("--tasks-dir", default=str(TASKS_DIR))
     table = sub.add_parser("table", help="re-render tables from saved result files", parents=[plugins])
@@ -264,26 +265,18 @@ def cmd_rerun(args: argparse.Namespace) -> int:
         checkpoint.checkpoint_of(init)  # a run that started from a checkpoint starts from it again
     preflight.check_out(out, [result_path(out, r.spec.name, r.run_name, r.seed).parent for r in runs])
     preflight.check_environment()
-    if args.threads is not None:
-        if args.threads < 1:
-            raise ConfigError(f"--threads {args.threads}: give a positive number of torch threads")
-        torch.set_num_threads(args.threads)
-    if args.launcher == "local":
-        if args.jobs is not None and args.jobs < 1:
-            raise ConfigError(f"--jobs {args.jobs}: give a positive number of worker processes")
-        if any(inits):
-            raise ConfigError("--launcher local: some of these runs started from a checkpoint; re-run those "
-                              "without --launcher local")
-    elif args.jobs is not None:
-        raise ConfigError("--jobs sets the workers of --launcher local; add --launcher local")
+    if args.launcher == "local" and any(inits):
+        raise ConfigError("--launcher local: some of these runs started from a checkpoint; re-run those "
+                          "without --launcher local")
     device = runner.resolve_device(args.device)
     opts = runner.RunOptions(device=device, out=out, progress=not args.no_progress, force=args.force, init=None,
                              dist=dd.init_from_env(device.type), on_nan="stop")
+    _check_launcher(args, opts.dist)
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
     for line in _rerun_warnings(records, device.type, opts.dist.world_size):
         print(f"warning: {line}", file=sys.stderr)
     print(f"re-running {len(runs)} run(s) from their result files into {out}/")
-    if opts.dist.world_size > 1 and args.launcher == "local":
-        raise ConfigError("--launcher local starts processes of its own; run it without torchrun")
     results = []
     try:
         if args.launcher == "local":
@@ -308,7 +301,7 @@ def cmd_rerun(args: argparse.Namespace) -> int:
         print(f"\nresults: {out / task}/<run>/seed<k>.json; tables: {', '.join(str(p) for p in paths)}")
     if not args.check:
         return 0
-    differ = _check_reruns([(path, record) for path, record in records], results)
+    differ = _check_reruns(records, results)
     return 1 if differ else 0
 
 
@@ -331,27 +324,27 @@ def _rerun_warnings(records: list[tuple[Path, dict]], device: str, world_size: i
 
 
 def _result_records(targets: list[str]) -> list[tuple[Path, dict]]:
-    """(path, record) of every result file named, or found (seed<k>.json) in a named folder, in order."""
-    paths: list[Path] = []
+    """(path, record) of every result file named, or found in a named folder (as `harness table` finds them),
+    each once, in order."""
+    from harness.store.schema import load_results
+
+    records: dict[Path, dict] = {}
     for target in targets:
         path = Path(target)
         if path.is_dir():
-            found = sorted(p for p in path.rglob("seed*.json") if re.fullmatch(r"seed\d+\.json", p.name))
+            found = load_results(path)
             if not found:
                 raise ConfigError(f"{path}: no result files (seed<k>.json) in this folder or below it")
-            paths.extend(found)
+            records.update((Path(r["_path"]), r) for r in found if Path(r["_path"]) not in records)
         elif path.is_file():
-            paths.append(path)
+            try:
+                records.setdefault(path, json.loads(path.read_text()))
+            except (OSError, ValueError) as err:
+                raise ConfigError(f"cannot read the result file {path} ({err})") from None
         else:
             raise ConfigError(f"{path}: no such result file or folder; give result files (seed<k>.json) or "
                               "folders that hold them")
-    records = []
-    for path in dict.fromkeys(paths):
-        try:
-            records.append((path, json.loads(path.read_text())))
-        except (OSError, ValueError) as err:
-            raise ConfigError(f"cannot read the result file {path} ({err})") from None
-    return records
+    return list(records.items())
 
 
 def _check_reruns(records: list[tuple[Path, dict]], results: list[dict]) -> int:

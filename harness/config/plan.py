@@ -7,6 +7,7 @@ that passes through the default point reuses the task's own run.
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import itertools
 import json
@@ -222,4 +223,4 @@ def _spec_of(config: dict[str, Any], record: dict[str, Any], where: str, overrid
             raise ConfigError(f"{where}: --data-root: its dataset (source {spec.dataset.kind!r}) reads no folder; "
                               "leave --data-root out for it")
         spec = specs.build(specs.apply_overrides(json.loads(json.dumps(raw)), overrides), where)
-    return spec.__class__(**{**spec.__dict__, "overrides": tuple(record.get("overrides") or ()) + tuple(overrides)})
+    return dataclasses.replace(spec, overrides=tuple(record.get("overrides") or ()) + tuple(overrides))

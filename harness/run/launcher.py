@@ -40,13 +40,13 @@ def run_argv(run: Any, common: Sequence[str], threads: int | None) -> list[str]:
     """The command line of the worker for ``run``: its task, method, seed and overrides, then ``common``
     (``threads`` None: torch's own number of threads); for a run rebuilt from a result file, ``harness rerun``
     of that file."""
-    if getattr(run, "source", None):  # rebuilt from a result file: the worker rebuilds it the same way
-        return [sys.executable, "-m", "harness", "rerun", str(run.source), *common,
-                *(["--threads", str(threads)] if threads else []), "--no-progress", "--no-tables"]
-    sets = [arg for override in run.spec.overrides for arg in ("--set", override)]
-    return [sys.executable, "-m", "harness", "run", str(run.spec.path), "--methods", run.method, "--seeds",
-            str(run.seed), *sets, *common, *(["--threads", str(threads)] if threads else []), "--no-progress",
-            "--no-tables"]
+    if run.source:  # rebuilt from a result file: the worker rebuilds it the same way
+        head = ["rerun", str(run.source)]
+    else:
+        sets = [arg for override in run.spec.overrides for arg in ("--set", override)]
+        head = ["run", str(run.spec.path), "--methods", run.method, "--seeds", str(run.seed), *sets]
+    return [sys.executable, "-m", "harness", *head, *common, *(["--threads", str(threads)] if threads else []),
+            "--no-progress", "--no-tables"]
 
 
 def run_local(runs: Sequence[Any], common: Sequence[str], jobs: int, threads: int,
