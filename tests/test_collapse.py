@@ -1,5 +1,6 @@
-"""Collapse detection: the pure detector on known histories, chance levels, and end to end: a run made
-to collapse warns once, records it and is flagged in the tables; a healthy run is not."""
+"""Collapse detection: the pure detector on known histories, chance levels, the settings the warning
+suggests (only ones that exist for the run, are not already set and go together), and end to end: a run
+made to collapse warns once, records it and is flagged in the tables; a healthy run is not."""
 from __future__ import annotations
 
 import json
@@ -9,7 +10,8 @@ import pytest
 import torch
 
 from harness.cli import main
-from harness.run.collapse import Chance, chance_level, detect, epoch_signals, plateau_key
+from harness.config.spec import build
+from harness.run.collapse import Chance, chance_level, detect, epoch_signals, hints, plateau_key, warning_line
 from harness.data.paired import Split
 from harness.config.spec import MetricSpec
 from tests.conftest import write_task
@@ -96,6 +98,8 @@ def test_a_collapsed_run_warns_records_and_is_flagged(tmp_path, capsys):
     assert len(warnings) == 1
     assert "contrastive seed0: training looks collapsed from epoch 1" in warnings[0]
     assert "max_violation" in warnings[0] and "contrastive.loss=infonce" in warnings[0]
+    assert "--set dataset.standardize=true" in warnings[0] and "warmup_epochs" not in warnings[0]  # 4-epoch run
+    assert warnings[0].endswith("or another train.lr (now 1e-09).") and "encoders.a.dim" not in warnings[0]
     result = json.loads((out / "lowvar" / "contrastive" / "seed0.json").read_text())
     assert result["collapse"]["signal"] == "plateau:loss" and result["collapse"]["at_best_epoch"]
     assert result["history"][0][plateau_key("loss")] == pytest.approx(2 * 32 * 0.2)
@@ -120,3 +124,65 @@ def test_a_healthy_run_has_no_flag(tmp_path, capsys):
     (result_file,) = (out / "lowvar").rglob("seed0.json")
     assert json.loads(result_file.read_text())["collapse"] is None
     assert "[collapse" not in (out / "lowvar" / "accuracy.md").read_text()
+
+
+FLAT = {"a": (768,), "b": (768,)}  # two 768-d feature vectors per pair
+
+
+def _spec(method, dataset=None, dim=128, epochs=100):
+    """A task spec with one method named 'm' on MLP encoders of output width ``dim``."""
+    return build({
+        "name": "hints", "version": "test",
+        "dataset": dataset or {"source": "paired_arrays", "root": "data", "standardize": False},
+        "encoders": {m: {"type": "mlp", "hidden": [16], "dim": dim} for m in ("a", "b")},
+        "train": {"epochs": epochs, "lr": 0.001},
+        "methods": {"m": method},
+    }, "test")
+
+
+def test_hints_for_the_max_violation_hinge_offer_infonce_or_a_warm_up_never_both():
+    tips = hints(_spec({"method": "contrastive"}), "m", FLAT, 128)
+    assert tips == ["--set dataset.standardize=true",
+                    "either --set m.loss=infonce or --set m.warmup_epochs=10", "another train.lr (now 0.001)"]
+    warmed = hints(_spec({"method": "contrastive", "warmup_epochs": 5}), "m", FLAT, 128)
+    assert "either --set m.loss=infonce --set m.warmup_epochs=0 or --set m.warmup_epochs=10" in warmed
+    assert not any("warmup" in t for t in hints(_spec({"method": "contrastive"}, epochs=8), "m", FLAT, 128))
+
+
+def test_hints_leave_out_what_is_already_set_or_absent():
+    for loss in ("infonce", "sum"):
+        tips = " ".join(hints(_spec({"method": "contrastive", "loss": loss}), "m", FLAT, 128))
+        assert "warmup_epochs" not in tips and ("loss=" not in tips) == (loss == "infonce")
+    on = _spec({"method": "contrastive"}, {"source": "paired_arrays", "root": "data", "standardize": True})
+    assert not any("standardize" in t for t in hints(on, "m", FLAT, 128))
+    video = _spec({"method": "contrastive"}, {"source": "synthetic_video"})  # no standardize setting
+    assert not any("standardize" in t for t in hints(video, "m", FLAT, 128))
+    assert hints(_spec({"method": "mmr"}), "m", FLAT, 128) == ["--set dataset.standardize=true",
+                                                              "another train.lr (now 0.001)"]  # margin only
+
+
+def test_hints_for_swamp_without_its_contrastive_term_turn_the_term_on():
+    swamp = {"method": "swamp", "K": 16, "queue": 64, "contrastive_weight": 0.0}
+    tips = hints(_spec(swamp), "m", FLAT, 128)
+    assert not any(".loss=" in t or ".warmup_epochs=" in t for t in tips)
+    assert "--set m.contrastive_weight=1" in tips
+    with_term = hints(_spec({**swamp, "contrastive_weight": 1.0}), "m", FLAT, 128)
+    assert "either --set m.loss=infonce or --set m.warmup_epochs=10" in with_term
+    ranking = hints(_spec({**swamp, "method": "swamp_mmr", "contrastive_weight": 1.0}), "m", FLAT, 128)
+    assert not any(".loss=" in t or ".warmup_epochs=" in t for t in ranking)  # swamp_mmr refuses them
+
+
+def test_hints_name_an_embedding_far_narrower_than_its_inputs():
+    spec = _spec({"method": "contrastive"}, dim=5)
+    tips = hints(spec, "m", FLAT, 5)
+    assert tips[0] == ("--set encoders.a.dim=512 --set encoders.b.dim=512 "
+                       "(the embedding has 5 dimensions for inputs of 768)")
+    assert hints(spec, "m", {"a": (1000,), "b": (300,)}, 5)[0].startswith("--set encoders.a.dim=300 ")
+    assert not any("encoders" in t for t in hints(spec, "m", {"a": (100,), "b": (768,)}, 5))  # 5 x 32 > 100
+    assert not any("encoders" in t for t in hints(spec, "m", {"a": (3, 32, 32), "b": (768,)}, 5))  # an image
+    found = {"signal": "chance", "description": "validation a2b/R@1 stays at chance", "from_epoch": 1,
+             "patience": 10}
+    line = warning_line(found, "m seed0", "m", spec, FLAT, 5)
+    assert "likely cause: an embedding far narrower than its inputs, or a collapsed" in line
+    assert "encoders.a.dim=512" in line and line.endswith(", or another train.lr (now 0.001).")
+    assert "likely cause: a collapsed" in warning_line(found, "m seed0", "m", spec, FLAT, 128)
