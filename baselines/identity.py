@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from harness.api import METHODS, ConfigError, Method, Split
+from harness.api import METHODS, Method, NotApplicable, Split
 
 
 @dataclass(frozen=True)
@@ -36,11 +36,11 @@ class Identity(Method):
 
     @classmethod
     def build(cls, encoders: dict[str, nn.Module], params: IdentityParams, data: Any) -> "Identity":
-        """The method for ``data``; ConfigError when an item of a and an item of b have different widths."""
+        """The method for ``data``; NotApplicable (a ConfigError) when an item of a and an item of b have different widths."""
         shapes = data.input_shapes()
         widths = {m: math.prod(shape) for m, shape in shapes.items()}
         if widths["a"] != widths["b"]:
-            raise ConfigError(
+            raise NotApplicable(
                 f"method identity scores the features as they come by cosine, so both modalities need the same "
                 f"width, but an a item has {widths['a']} values (shape {tuple(shapes['a'])}) and a b item "
                 f"{widths['b']} (shape {tuple(shapes['b'])}); use identity only for features embedded in one "

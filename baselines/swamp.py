@@ -15,7 +15,7 @@ process training on the whole batch.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any, Literal
 
@@ -30,6 +30,28 @@ from harness.api import (METHODS, ConfigError, EmbeddingQueue, Method, fused_sin
 
 
 REDUCTIONS = ("sum", "mean")
+PAIRS_PER_PROTOTYPE = 7  # the paper's synthetic task: 7,000 training pairs for K = 1,000 prototypes
+MAX_AUTO_K = 1000  # the paper's largest K outside its ablation (synthetic and image-text)
+QUEUE_BATCHES = 10  # the paper's queue of 1,280 is 10 batches of 128, the best of its queue ablation
+MIN_PAIRS_PER_PROTOTYPE = 2  # below this, K warns
+
+
+def auto_K(n_pairs: int, queue: int | None = None) -> int:
+    """K for ``n_pairs`` training pairs: one prototype per 7 pairs (the paper's synthetic ratio), between 2 and
+    1,000; below ``queue`` when one is given (the queue must exceed K)."""
+    k = min(MAX_AUTO_K, max(2, round(n_pairs / PAIRS_PER_PROTOTYPE)))
+    return max(2, min(k, queue - 1)) if queue is not None else k
+
+
+def auto_queue(n_pairs: int, batch_size: int, K: int) -> int:
+    """A queue of 10 batches (the paper's 1,280 for batches of 128), cut to whole batches that leave room for
+    the current batch within the training set (a queue holding every training item sees the batch's own stale
+    copies), and above K (the uniform class marginal needs more rows than prototypes)."""
+    room = max(0, n_pairs - batch_size) // batch_size * batch_size
+    queue = min(QUEUE_BATCHES * batch_size, room)
+    if queue <= K:
+        queue = max(n_pairs - batch_size, K + 1)
+    return queue
 
 
 def swapped_targets(logp_a: torch.Tensor, logp_b: torch.Tensor, *, eta: float, n_iters: int,
@@ -71,8 +93,8 @@ def swamp_loss(logp_a: torch.Tensor, logp_b: torch.Tensor, q_a: torch.Tensor, q_
 class SwAMPFields:
     """The settings of SwAMP's swapped-assignment loss L_s, shared by every method that adds it."""
 
-    K: int = 1000
-    queue: int = 1280
+    K: int | Literal["auto"] = 1000  # auto: from the number of training pairs (:func:`auto_K`)
+    queue: int | Literal["auto"] = 1280  # auto: from the training pairs, the batch and K (:func:`auto_queue`)
     tau: float = 0.01
     eta: float = 20.0
     lam: float = field(default=1.0, metadata={"key": "lambda"})
@@ -84,9 +106,9 @@ class SwAMPFields:
     sinkhorn_compile: bool = True
 
     def check_swamp(self, where: str) -> None:
-        require(self.K >= 2, where, f"K must be >= 2, got {self.K}")
-        require(self.queue >= 0, where, f"queue must be >= 0, got {self.queue}")
-        require(not self.strict_queue or self.queue > self.K, where,
+        require(self.K == "auto" or self.K >= 2, where, f"K must be >= 2 (or auto), got {self.K}")
+        require(self.queue == "auto" or self.queue >= 0, where, f"queue must be >= 0 (or auto), got {self.queue}")
+        require(not self.strict_queue or "auto" in (self.K, self.queue) or self.queue > self.K, where,
                 f"queue ({self.queue}) must exceed K ({self.K}) so the uniform class marginal is meaningful "
                 "(paper Sec. 3); raise queue, lower K, or set strict_queue: false for the queue ablation")
         require(self.tau > 0 and self.eta > 0, where, f"tau and eta must be > 0, got tau={self.tau}, eta={self.eta}")
@@ -125,16 +147,32 @@ class SwappedAssignments(Method):
         self._kernels_before = set(sinkhorn_compile_seconds())  # kernels this process already paid for
 
     @classmethod
+    def settle(cls, params: SwAMPFields, n_pairs: int, batch_size: int) -> SwAMPFields:
+        """``K: auto`` and ``queue: auto`` from the training split's size (:func:`auto_K`, :func:`auto_queue`)."""
+        if "auto" not in (params.K, params.queue):
+            return params
+        queue = None if params.queue == "auto" else params.queue
+        K = auto_K(n_pairs, queue if params.strict_queue else None) if params.K == "auto" else params.K
+        return replace(params, K=K, queue=auto_queue(n_pairs, batch_size, K) if queue is None else queue)
+
+    @classmethod
     def fit_warnings(cls, params: SwAMPFields, n_pairs: int, batch_size: int) -> list[str]:
         """K above the number of training pairs is refused: Sinkhorn's equal class marginal would give each
-        prototype less than one training item, so the targets could group nothing. A queue at least as large
-        as the training set warns: once full it holds every training item, the batch's own included."""
+        prototype less than one training item, so the targets could group nothing. Fewer than two training pairs
+        per prototype warns, and so does a queue at least as large as the training set: once full it holds every
+        training item, the batch's own included."""
         lines = []
+        suggested = auto_K(n_pairs)
         if params.K > n_pairs:
             raise ConfigError(f"K = {params.K} prototypes exceed the {n_pairs} training pairs: Sinkhorn's equal class "
                               "marginal gives each prototype less than one training item, so the swapped targets "
-                              f"group nothing; set K below {n_pairs}, e.g. K: {max(2, n_pairs // 7)} (the paper's "
-                              "synthetic task has 7 training pairs per prototype)")
+                              f"group nothing; set K below {n_pairs}, e.g. K: auto ({suggested} here: the paper's "
+                              f"synthetic task has {PAIRS_PER_PROTOTYPE} training pairs per prototype)")
+        if n_pairs < MIN_PAIRS_PER_PROTOTYPE * params.K:
+            lines.append(f"K = {params.K} prototypes leave {n_pairs / params.K:.1f} training pairs per prototype (fewer "
+                         f"than {MIN_PAIRS_PER_PROTOTYPE}), so most prototypes hold one item and the swapped targets "
+                         f"group little; set K: auto ({suggested} here, {PAIRS_PER_PROTOTYPE} pairs per prototype as "
+                         "in the paper's synthetic task)")
         if params.queue >= n_pairs:
             fits = (n_pairs - batch_size) // batch_size * batch_size  # batch + queue within the training set
             hint = f"e.g. queue: {fits}" if fits > params.K else \

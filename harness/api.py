@@ -28,7 +28,7 @@ A method in ~30 lines, using nothing else (docs/methods.md has it in full)::
 from __future__ import annotations
 
 # --- errors: ConfigError/DataError for bad settings or data (exit 2), RunError while running (exit 3)
-from harness.errors import ConfigError, DataError, RunError, did_you_mean, unknown
+from harness.errors import ConfigError, DataError, NotApplicable, RunError, did_you_mean, unknown
 # --- registries: decorate a class with @METHODS.register("name") (SOURCES, ENCODERS likewise); readers of
 # other codes' encoder weights register with @STATE_FORMATS.register("name")
 from harness.config.registry import ENCODERS, METHODS, SOURCES, STATE_FORMATS, Registry
@@ -69,7 +69,7 @@ from harness.store.io import write_json_atomic
 from harness.store.provenance import environment
 
 __all__ = [
-    "ConfigError", "DataError", "RunError", "did_you_mean", "unknown",
+    "ConfigError", "DataError", "NotApplicable", "RunError", "did_you_mean", "unknown",
     "ENCODERS", "METHODS", "SOURCES", "STATE_FORMATS", "Registry",
     "as_dict", "bounded", "parse_params", "require",
     "Method", "EmbeddingQueue", "chunk_bounds",

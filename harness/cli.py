@@ -8,7 +8,7 @@ import re
 import sys
 from pathlib import Path
 
-from harness.errors import ConfigError, RunError, did_you_mean, one_line
+from harness.errors import ConfigError, NotApplicable, RunError, did_you_mean, one_line
 from harness.config.checks import SHIPPED as TASKS_DIR
 
 
@@ -193,6 +193,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     from harness.config import params as P
     from harness.config import plan
+    from harness.config import spec as spec_file
     from harness.report import tables
     from harness.run import checkpoint, preflight, runner
     from harness.run import distributed as dd
@@ -202,8 +203,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     init = Path(args.init) if args.init else None
     if init is not None:
         checkpoint.checkpoint_of(init)
-    runs = plan.plan(args.task, overrides, args.sweep, [m for m in args.methods.split(",") if m],
-                     parse_seeds(args.seeds), args.epochs, checkpoint.init_label(init) if init else None)
+    methods = [m for m in args.methods.split(",") if m]
+    runs = plan.plan(args.task, overrides, args.sweep, methods, parse_seeds(args.seeds), args.epochs,
+                     checkpoint.init_label(init) if init else None)
+    declared = spec_file.read_yaml(Path(args.task)).get("methods") or {}
+    for name in dict.fromkeys(m for m in methods if m not in declared):
+        print(f"note: {name} is a registered method that {args.task} does not declare: it runs with its default "
+              f"settings (declare it to set them: `{name}: {{method: {name}}}` under methods:)", file=sys.stderr)
     _plugin_warnings()  # before the runs start rather than after their tables
     names = list(dict.fromkeys(r.run_name for r in runs))
     try:
@@ -231,12 +237,19 @@ def cmd_run(args: argparse.Namespace) -> int:
         results = launch(runs, opts, args) if launch else _run_all(runs, opts)
     finally:
         dd.shutdown()
-    if not info.is_main or args.no_tables or results is None:
+    refused = _refused_error(opts) if info.is_main else None
+    if not info.is_main or args.no_tables or results is None or not results:
+        if refused is not None:
+            raise refused
         return 0
     folder = Path(args.out) / runs[0].spec.name
+    if args.reference in opts.refused:
+        args.reference = None  # refused: it has no result to compare with
     _print_tables(results, args.reference, args.test_stat)
     paths = tables.write_tables(results, folder, reference=args.reference, test_stat=args.test_stat)
     print(f"\nresults: {folder}/<run>/seed<k>.json; tables: {', '.join(str(p) for p in paths)}")
+    if refused is not None:
+        raise refused
     return 0
 
 
@@ -418,6 +431,7 @@ def _run_local(runs: list, opts, args: argparse.Namespace, common: list[str] | N
             print(_skip_line(f"{run.run_name} seed{run.seed}", run, done))
     for key in dict.fromkeys(_data_key(r) for r in pending):  # what a sequential run checks, before any worker
         _checked_data([r for r in pending if _data_key(r) == key], opts)
+    pending = [r for r in pending if r.run_name not in opts.refused]
     common = _worker_args(args, opts) if common is None else common
     if pending:
         print(f"{len(pending)} run(s) in {jobs} worker process(es), {threads} torch thread(s) each")
@@ -471,6 +485,7 @@ def _run_slurm(runs: list, opts, args: argparse.Namespace) -> list[dict] | None:
             print(_skip_line(f"{run.run_name} seed{run.seed}", run, done))
     for key in dict.fromkeys(_data_key(r) for r in pending):  # what a sequential run checks, before submitting
         _checked_data([r for r in pending if _data_key(r) == key], opts)
+    pending = [r for r in pending if r.run_name not in opts.refused]
     task = runs[0].spec.name
     folder = slurm.jobs_folder(opts.out, task)
     later = (f"python -m harness status {opts.out} {runs[0].spec.path}", f"python -m harness table {opts.out / task}")
@@ -508,10 +523,31 @@ def _checked_data(group: list, opts):
 
     memory.check_data(group[0].spec)
     data = _load_data(group[0].spec)
-    preflight.check_builds(group, data)
+    refused = preflight.refusals(group, data)
+    if refused and all(r.run_name in refused for r in group) and not opts.refused:
+        raise next(iter(refused.values()))  # nothing else to run: the one line of any bad input
+    for name, err in refused.items():
+        if isinstance(err, NotApplicable):
+            print(f"note: {name} does not apply to this data and is skipped: {one_line(err)}", file=sys.stderr)
+        else:
+            print(f"warning: {name} is refused and does not run; the other methods do: {one_line(err)}",
+                  file=sys.stderr)
+    opts.refused.update(refused)
+    group = [r for r in group if r.run_name not in refused]
     memory.check_runs(group, data, opts.device)
     preflight.check_fit(group, data)  # last: its warnings are printed only when no check before it failed
     return data
+
+
+def _refused_error(opts) -> ConfigError | None:
+    """The error a command ends with when some of its methods were refused (the others ran); None when only
+    methods that do not apply to the data were skipped."""
+    refused = {name: err for name, err in opts.refused.items() if not isinstance(err, NotApplicable)}
+    if not refused:
+        return None
+    names = ", ".join(f"{name} ({one_line(err)})" for name, err in refused.items())
+    return ConfigError(f"{len(refused)} run folder(s) refused, the others ran: {names}; fix or drop those "
+                       "methods' settings")
 
 
 def _skip_line(tag: str, run, done: dict) -> str:
@@ -535,6 +571,8 @@ def _run_all(runs: list, opts) -> list[dict]:
         if _data_key(run) != data_key:
             data_key = _data_key(run)
             data = _checked_data([r for r, d in zip(runs, finished) if d is None and _data_key(r) == data_key], opts)
+        if run.run_name in opts.refused:
+            continue
         result = _run_locked(run, data, opts, tag)
         if result is not None:
             results.append(result)

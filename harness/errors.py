@@ -22,6 +22,11 @@ class DataError(ConfigError):
     """Missing or malformed dataset files."""
 
 
+class NotApplicable(ConfigError):
+    """A method that cannot apply to this data at all (``identity`` on modalities of two widths): among other
+    methods it is skipped with a note; alone, it is an error like any other."""
+
+
 class RunError(RuntimeError):
     """A run stopped while running (non-finite loss, out of memory, failed write): the CLI exits with status 3."""
 

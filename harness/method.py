@@ -48,6 +48,13 @@ class Method(nn.Module):
         return []
 
     @classmethod
+    def settle(cls, params: Any, n_pairs: int, batch_size: int) -> Any:
+        """``params`` with each setting given as ``auto`` replaced by the value that fits a training split of
+        ``n_pairs`` pairs taken in batches of ``batch_size`` (SwAMP's K and queue); the same object when nothing
+        is ``auto``. The run records the values it used. Nothing by default."""
+        return params
+
+    @classmethod
     def tiny_settings(cls) -> dict[str, Any]:
         """Settings (YAML keys of ``Params``) small enough for the test suite's seconds-long contract tests; the
         ``Params`` defaults unless a method overrides this (a queue of thousands of rows, say)."""
@@ -103,6 +110,12 @@ class Method(nn.Module):
         """Seconds of one-off costs inside the training steps (a kernel compiled on first use), by key; the
         runner records each once in the result's timing table, apart from the step times. None by default."""
         return {}
+
+    def fitted_warnings(self) -> list[str]:
+        """Lines saying what looks wrong with the model as trained or fitted (a closed-form fit that reproduces
+        its training pairs exactly, say), each naming what was seen and the setting to change; the runner
+        prints them after training and the result file keeps them with the fit warnings. None by default."""
+        return []
 
     def start_epoch(self, epoch: int) -> None:
         """Called by the training loop before the steps of every epoch (1-based, also when a run resumes),

@@ -99,14 +99,16 @@ def _write(root: Path, files: dict[str, Any]) -> Path:
     return root
 
 
-def on_folders(break_it: Callable[[Path], Any] = lambda root: None, **dataset: Any) -> Callable[[Path], list[str]]:
+def on_folders(break_it: Callable[[Path], Any] = lambda root: None, *, changes: dict[str, Any] | None = None,
+               **dataset: Any) -> Callable[[Path], list[str]]:
     """Setup: PIL-generated sketch/photo folders (tests/sketch_fixtures.py) broken by ``break_it``, run with
-    the tiny image-folder variant of tasks/sketchy.yaml and ``dataset`` overrides."""
+    the tiny image-folder variant of tasks/sketchy.yaml, ``dataset`` overrides and other ``changes`` merged in."""
     def setup(folder: Path) -> list[str]:
         root = write_image_folders(folder / "folders")
         break_it(root)
         path = folder / "task.yaml"
-        path.write_text(yaml.safe_dump(folder_task(root, **dataset), sort_keys=False))
+        body = merged(folder_task(root, **dataset), changes or {})
+        path.write_text(yaml.safe_dump(body, sort_keys=False))
         return run(folder, path)
     return setup
 
@@ -351,9 +353,19 @@ CASES: list[Case] = [
          "region_projection expects items of shape (regions, features), got (100,)", "such as mlp"),
     Case("task file", "name-precision", "unknown numeric precision", on({"train": {"precision": "fp16"}}),
          "unknown precision 'fp16'", "valid: bf16, fp32, tf32", "bf16"),
-    Case("task file", "swamp-K-data", "more SwAMP prototypes than training pairs",
-         on({"methods": {"swamp": {"K": 300, "queue": 400}}}), "K = 300 prototypes exceed the 240 training pairs",
-         "set K below 240, e.g. K: 34"),
+    Case("task file", "swamp-K-data", "more SwAMP prototypes than training pairs (the command's only method; "
+         "beside other methods, it alone is refused and the others run)",
+         on({"methods": {"swamp": {"K": 300, "queue": 400}}}, "--methods", "swamp"),
+         "K = 300 prototypes exceed the 240 training pairs", "set K below 240, e.g. K: auto (34 here"),
+    Case("task file", "swamp-K-auto-typo", "a misspelt auto for SwAMP's K",
+         on({"methods": {"swamp": {"K": "atuo", "queue": 400}}}), "K must be a number or one of auto, got 'atuo'",
+         "(did you mean 'auto'?)", "auto"),
+    Case("task file", "encoder-dim-auto-typo", "a misspelt auto for an encoder's width",
+         on({"encoders": {"a": {"type": "linear", "dim": "automatic"}, "b": {"type": "linear", "dim": "auto"}}}),
+         "dim must be a number or one of auto, got 'automatic'", "(did you mean 'auto'?)", "auto"),
+    Case("command line", "methods-unregistered", "a method that is neither declared by the task nor registered",
+         args("--methods", "identty"), "unknown method 'identty'",
+         "registered methods (run with their defaults when named)", "identity"),
     Case("task file", "scan-scorer", "unknown SCAN scorer",
          on({"methods": {"scan": {"scorer": "orignal"}}}, base=TINY_IMAGE_TEXT), "unknown scorer 'orignal'",
          "valid: original, vectorised", "original"),
@@ -361,7 +373,7 @@ CASES: list[Case] = [
          on({"methods": {"scan": {"time_budget_s": 60}}}, base=TINY_IMAGE_TEXT),
          "time_budget_s limits the test scoring of scorer: original only", "set scorer: original"),
     Case("task file", "par-heads", "PAR split heads that do not divide the feature width",
-         on({"methods": {"swamp_par": {"H": 3, "heads": "split"}}}, base=TINY_IMAGE_TEXT),
+         on({"methods": {"swamp_par": {"H": 3, "heads": "split"}}}, "--methods", "swamp_par", base=TINY_IMAGE_TEXT),
          "PAR split heads H (3) must divide", "divisors of 16"),
     # --- plugins ----------------------------------------------------------------------------------
     Case("plugins", "include-missing", "--include names a folder that does not exist",
@@ -388,7 +400,7 @@ CASES: list[Case] = [
     Case("command line", "option", "a misspelt option", args("--seeeds", "1"), "unrecognized arguments: --seeeds 1",
          "--help", "--seeds"),
     Case("command line", "methods", "a misspelt method name", args("--methods", "swampp"), "unknown method 'swampp'",
-         "valid: cca, contrastive, swamp", "swamp"),
+         "the task declares: contrastive, swamp", "swamp"),
     Case("command line", "set-method", "--set on a method the task does not declare", args("--set", "swap.K=8"),
          "unknown method 'swap'", "valid: cca, contrastive", "swamp"),
     Case("command line", "set-key", "--set on a misspelt parameter", args("--set", "swamp.KK=8"),
@@ -398,7 +410,7 @@ CASES: list[Case] = [
     Case("command line", "set-value", "--set with an unparseable value", args("--set", "swamp.K=[8"),
          "cannot parse value '[8'", "write lists as [1, 2]"),
     Case("command line", "set-type", "--set with a value of the wrong type", args("--set", "swamp.K=many"),
-         "K must be of type int, got 'many'", "of type int"),
+         "K must be a number or one of auto, got 'many'", "one of auto"),
     Case("command line", "sweep-syntax", "--sweep without values", args("--sweep", "swamp.K"), "--sweep 'swamp.K'",
          "expected NAME.KEY=V1,V2"),
     Case("command line", "sweep-empty", "--sweep with an empty value", args("--sweep", "swamp.K=8,,16"),
@@ -476,7 +488,7 @@ CASES: list[Case] = [
          "1 file(s) missing", "Set dataset.root in the task file or pass --data-root PATH"),
     Case("data", "identity-widths", "method identity on features of different widths (6-d a, 4-d b)",
          lambda d: run(d, reading(d, {"source": "paired_arrays", "root": str(arrays(d))},
-                                  methods={"identity": {"method": "identity"}})),
+                                  methods={"identity": {"method": "identity"}}), "--methods", "identity"),
          "both modalities need the same width, but an a item has 6 values", "cca or a trained method"),
     Case("data", "arrays-ndim", "paired_arrays: features that are a vector, not N x d",
          on_arrays(**{"train_a.npy": np.zeros(40, np.float32)}), "must be N x d with equal N", "(40,)"),
@@ -541,9 +553,9 @@ CASES: list[Case] = [
          "pair-based metrics are undefined", "use metrics.relevance: [class]"),
     Case("data", "folders-word-vectors", "image_folder: a word-vector file without some training classes",
          on_folders(lambda r: (r / "word_vectors.txt").write_text("apple 1 2 3 4\n")),
-         "has no vector for 2 class(es): cow, door", "add lines 'name v1 … vd' for them"),
+         "has no vector for 1 class(es): door", "add lines 'name v1 … vd' for them"),
     Case("data", "folders-image-size", "image_folder: images smaller than the CNN's pooling needs (12 px, 4 pools)",
-         lambda d: on_folders()(d) + ["--set", "encoders.b.widths=[4,8,16,32]"],
+         lambda d: on_folders(val_fraction=0.5)(d) + ["--set", "encoders.b.widths=[4,8,16,32]"],
          "halves its input 4 times, so images of 12x12 pixels vanish", "use dataset.image_size >= 16"),
     Case("data", "folders-normalize", "image_folder: an unknown normalisation",
          on_folders(normalize="unit"), "unknown value 'unit'", "valid: imagenet, none"),
@@ -557,4 +569,12 @@ CASES: list[Case] = [
     Case("data", "qmul-missing", "qmul_sbir: the .mat files are not in the folder",
          lambda d: run(d, Path(TINY["base"]).parent / "qmul_shoes.yaml", "--data-root", str(d / "empty")),
          "qmul_sbir: 4 file(s) missing", "Set QMUL_SBIR"),
+    Case("data", "folders-method-items", "image_folder: a method that cannot read its training triplets (contrastive)",
+         lambda d: on_folders(changes={"methods": {"contrastive": {"method": "contrastive"}}}, val_fraction=0.5)(d)
+         + ["--methods", "contrastive"],
+         "method 'contrastive' cannot train on dataset source 'image_folder'",
+         "only doodle2search, doodle2search_swamp (and methods derived from them) read those"),
+    Case("data", "folders-one-val-class", "image_folder: one validation class with a class-based train.select",
+         on_folders(val_fraction=0.25), "the val split holds items of one class only",
+         "raise dataset.val_fraction (now 0.25) so that validation holds at least two classes"),
 ]

@@ -104,6 +104,21 @@ def _qmul(root: Path) -> dict[str, Any]:
     return {"dataset": {"root": str(root), "image_size": 16}}
 
 
+def _paired_arrays(root: Path) -> dict[str, Any]:
+    """{train,val,test}_{a,b,labels}.npy: 60 / 20 / 20 pairs of 16-d features in one space, 4 classes."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    root.mkdir(parents=True, exist_ok=True)
+    for split, n in (("train", 60), ("val", 20), ("test", 20)):
+        a = rng.normal(size=(n, 16)).astype(np.float32)
+        np.save(root / f"{split}_a.npy", a)
+        np.save(root / f"{split}_b.npy", (a + 0.5 * rng.normal(size=a.shape)).astype(np.float32))
+        np.save(root / f"{split}_labels.npy", np.arange(n) % 4)
+    return {"dataset": {"root": str(root)}}
+
+
+SMALL_OWN = {"train": {"batch_size": 8, "eval_batch_size": 16, "epochs": 2}}
 SMALL_QMUL = {"encoders": {"a": {"widths": [4, 8], "dim": 8}, "b": {"widths": [4, 8], "dim": 8}},
               "train": {"batch_size": 8, "eval_batch_size": 16},
               "methods": {"swamp": {"K": 4, "queue": 16}}}
@@ -131,6 +146,8 @@ BASES: dict[str, Base] = {
     "quickdraw": Base("quickdraw", {}, ("doodle2search",), _folders()),
     "wikipedia": Base("wikipedia", SMALL_WIKIPEDIA, ("cca", "contrastive", "swamp"), _wikipedia),
     **{t: Base(t, SMALL_QMUL, ("contrastive", "swamp"), _qmul) for t in ("qmul_shoes", "qmul_chairs", "qmul_handbags")},
+    **{t: Base(t, SMALL_OWN, ("identity", "cca", "contrastive", "swamp"), _paired_arrays)
+       for t in ("own_features", "own_features_labels")},
 }
 WITHOUT_FIXTURE: tuple[str, ...] = ()  # task files no fixture can give data to (none today)
 

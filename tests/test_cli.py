@@ -74,7 +74,7 @@ def test_overrides_get_their_own_folder(tiny_task, tmp_path):
 
 @pytest.mark.parametrize("args, message", [
     (["--methods", "swampp"], "did you mean 'swamp'"),
-    (["--set", "swamp.K=abc"], "must be of type int"),
+    (["--set", "swamp.K=abc"], "must be a number or one of auto"),
     (["--seeds", "a,b"], "--seeds"),
     (["--epochs", "0"], "--epochs"),
     (["--device", "cuda:7" if not __import__("torch").cuda.is_available() else "tpu"], "device"),

@@ -91,7 +91,7 @@ def test_the_minimal_source_and_encoder_of_the_docs_run_as_written(tiny_task, tm
         (plugins / f"{stem}.py").write_text(code)
     task = tmp_path / "with_examples.yaml"
     task.write_text(f"base: {tiny_task}\ndataset: {{source: noise_pairs, split_sizes: [200, 100, 100]}}\n"
-                    "encoders: {a: {type: linear, dim: 8}, b: {type: linear, dim: 8}}\n"
+                    "encoders: {a: {type: projection, dim: 8}, b: {type: projection, dim: 8}}\n"
                     "metrics: {relevance: [pair]}\n")
     try:
         assert cli.main(["run", str(task), "--methods", "contrastive", "--epochs", "1", "--out",
@@ -100,4 +100,4 @@ def test_the_minimal_source_and_encoder_of_the_docs_run_as_written(tiny_task, tm
         registry.set_include(())
     (result,) = (tmp_path / "out").rglob("seed0.json")
     data = json.loads(result.read_text())
-    assert data["dataset"]["source"] == "noise_pairs" and data["config"]["encoders"]["a"]["type"] == "linear"
+    assert data["dataset"]["source"] == "noise_pairs" and data["config"]["encoders"]["a"]["type"] == "projection"

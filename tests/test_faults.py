@@ -255,7 +255,7 @@ def test_out_of_memory_in_the_test_names_the_eval_batch_and_scorer_budget(tiny_i
 
     def score_folds(*args):
         seen[0] += 1
-        if seen[0] == 2 * 2 + 1:  # two epochs validate two protocols each; then the test
+        if seen[0] == 3 * 2 + 1:  # the untrained model and two epochs validate two protocols each; then the test
             _allocate_too_much()
         return real(*args)
 

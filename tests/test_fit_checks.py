@@ -40,7 +40,7 @@ def test_a_queue_as_large_as_the_training_set_warns(tmp_path):
 
 def test_more_prototypes_than_training_pairs_is_refused(tmp_path):
     with pytest.raises(ConfigError, match=rf"methods.swamp: K = 300 prototypes exceed the {N_TRAIN} training pairs"
-                                          rf".*K: {N_TRAIN // 7}"):
+                                          rf".*K: auto \({round(N_TRAIN / 7)} here"):
         _warnings(tmp_path, "swamp", "swamp.K=300", "swamp.queue=400")
 
 

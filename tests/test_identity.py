@@ -60,8 +60,13 @@ def test_runner_writes_a_normal_result_and_the_tables_show_it(tmp_path):
 def test_different_widths_are_refused_before_anything_trains(tmp_path, capsys):
     out = tmp_path / "out"
     task = _task(tmp_path, _aligned_arrays(tmp_path / "arrays", dim_b=12))
-    assert main(["run", str(task), "--methods", "identity,cca", "--out", str(out), "--no-progress", "--device",
+    assert main(["run", str(task), "--methods", "identity", "--out", str(out), "--no-progress", "--device",
                  "cpu"]) == 2
     err = capsys.readouterr().err
     assert "method identity" in err and "16 values" in err and "12 (shape (12,))" in err and "cca" in err
-    assert not out.exists() or not any(out.rglob("seed*.json"))  # refused for every method, nothing written
+    assert not out.exists() or not any(out.rglob("seed*.json"))  # refused, nothing written
+    # beside another method it cannot apply to such data: skipped with a note, the other one runs
+    assert main(["run", str(task), "--methods", "identity,cca", "--out", str(out), "--no-progress", "--device",
+                 "cpu"]) == 0
+    assert "note: identity does not apply to this data and is skipped" in capsys.readouterr().err
+    assert [p.parent.name for p in out.rglob("seed*.json")] == ["cca"]

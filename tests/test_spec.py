@@ -31,7 +31,7 @@ def test_set_override_is_typed(tiny_task):
     assert spec.methods["swamp"].params.K == 8
     assert spec.methods["swamp"].params.hard is True
     assert spec.methods["contrastive"].train.lr == pytest.approx(1e-4)
-    with pytest.raises(ConfigError, match=r"methods.swamp.K must be of type int, got 'many'"):
+    with pytest.raises(ConfigError, match=r"methods.swamp.K must be a number or one of auto, got 'many'"):
         load_task(tiny_task, ["swamp.K=many"])
     with pytest.raises(ConfigError, match="must be of type int"):
         load_task(tiny_task, ["swamp.K=8.5"])

@@ -12,14 +12,17 @@ from harness.run import runner
 from harness.run import train as tr
 
 
-def _fit(tiny_task, scores, overrides, select="a2b/R@1", state=None):
-    """Run the training loop of the tiny task with validation returning ``scores`` in turn."""
-    spec = load_task(tiny_task, [f"train.epochs={len(scores)}", f"train.select={select}", *overrides])
+def _fit(tiny_task, scores, overrides, select="a2b/R@1", state=None, untrained=None):
+    """Run the training loop of the tiny task with validation returning ``scores`` in turn (after ``untrained``,
+    the untrained model's score, when given; without it the untrained model is not a candidate)."""
+    first = [f"train.select_untrained={untrained is not None}".lower()]
+    spec = load_task(tiny_task, [f"train.epochs={len(scores)}", f"train.select={select}", *first, *overrides])
     data = runner.load_data(spec)
+    torch.manual_seed(0)
     method = runner.build_method(spec, "contrastive", data, torch.device("cpu"))
     t = spec.methods["contrastive"].train
     step = tr.make_step(method, tr.make_optimizer(method, t), data["train"], torch.device("cpu"), None)
-    given = iter(scores[len(state.history) if state else 0:])
+    given = iter(([] if untrained is None or state else [untrained]) + scores[len(state.history) if state else 0:])
     return tr.fit(method, data["train"], t, seed=0, step=step, epoch=tr.run_epoch,
                   validate=lambda: {select: next(given)}, state=state)
 
@@ -47,6 +50,24 @@ def test_early_stop_keeps_the_best_epoch_and_matches_the_counter_rule(tiny_task,
     assert len(fit.history) == epochs
     assert fit.best_epoch == best and fit.best_score == max(scores[:epochs])
     assert tr.stopped_early(fit, parse(TrainSpec, {"early_stop_patience": patience}, "t")) == (epochs < len(scores))
+
+
+@pytest.mark.parametrize("untrained, scores, best", [(5.0, [1.0, 2.0, 3.0], 0), (5.0, [1.0, 5.0, 3.0], 0),
+                                                      (1.0, [1.0, 2.0, 3.0], 3), (2.0, [1.0, 3.0, 2.0], 2)])
+def test_the_untrained_model_is_the_first_candidate(tiny_task, untrained, scores, best):
+    """Epoch 0 is kept unless a trained epoch is strictly better; its state is the model before any step."""
+    fit = _fit(tiny_task, scores, [], untrained=untrained)
+    assert fit.best_epoch == best and fit.untrained == {"a2b/R@1": untrained} and len(fit.history) == len(scores)
+    if best == 0:
+        spec = load_task(tiny_task, ["train.epochs=1"])
+        torch.manual_seed(0)
+        start = runner.build_method(spec, "contrastive", runner.load_data(spec), torch.device("cpu")).state_dict()
+        assert all(torch.equal(start[k], v) for k, v in fit.best_state.items())
+
+
+def test_early_stop_counts_from_a_kept_untrained_model(tiny_task):
+    fit = _fit(tiny_task, [1.0, 1.0, 9.0, 9.0], ["train.early_stop_patience=2"], untrained=5.0)
+    assert fit.best_epoch == 0 and len(fit.history) == 2
 
 
 def test_early_stop_minimises_rank_metrics_and_is_off_by_default(tiny_task):

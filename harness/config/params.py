@@ -16,7 +16,7 @@ import typing
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
-from harness.errors import ConfigError, unknown
+from harness.errors import ConfigError, did_you_mean, unknown
 
 P = TypeVar("P")
 FLOAT32_MAX = 3.4028234663852886e38  # every float setting fits torch's float32
@@ -104,6 +104,10 @@ def coerce(value: Any, hint: Any, where: str) -> Any:
                 return coerce(value, arg, where)
             except ConfigError as err:
                 errors.append(str(err))
+        words = [str(w) for a in args if typing.get_origin(a) is typing.Literal for w in typing.get_args(a)]
+        if words and isinstance(value, str):  # 'autoo' for an int or 'auto': name the words, not the number type
+            raise ConfigError(f"{where} must be a number or one of {', '.join(words)}, got {value!r}"
+                              f"{did_you_mean(value, words)}")
         raise ConfigError(errors[0])
     if origin is tuple:
         if not isinstance(value, (list, tuple)):

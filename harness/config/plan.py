@@ -77,7 +77,7 @@ def setting_name(key: str) -> str:
 # older file computed (PAR heads used to split D; everything else kept today's default). A result file
 # lacking one of these reads it with that value wherever the setting exists.
 LEGACY_DEFAULTS = {"train.precision": "fp32", "method.scorer": "vectorised", "method.time_budget_s": None,
-                   "method.heads": "split"}
+                   "method.heads": "split", "train.select_untrained": False}
 
 
 def with_legacy_defaults(old: dict[str, Any], current: dict[str, Any]) -> dict[str, Any]:
@@ -157,16 +157,24 @@ def run_name(method: str, varied: dict[str, Any]) -> str:
 
 def plan(task_path: str | Path, overrides: list[str], sweeps: list[str], methods: list[str], seeds: list[int],
          epochs: int | None = None, init_label: str | None = None) -> list[Run]:
-    """Every run the command asks for, in order (grid point, method, seed); each distinct folder once."""
-    base = specs.load_task(task_path, [o for o in overrides if o.split("=", 1)[0] in NEUTRAL])
+    """Every run the command asks for, in order (grid point, method, seed); each distinct folder once. A method of
+    ``methods`` that the task does not declare but that is registered (``identity``, ``cca``) runs with its
+    defaults under its own name (:func:`harness.config.spec.undeclared`)."""
+    neutral = [o for o in overrides if o.split("=", 1)[0] in NEUTRAL]
+    added = tuple(specs.undeclared(specs.load_task(task_path, neutral), methods))
+    base = specs.load_task(task_path, neutral, added)
     runs: list[Run] = []
     seen: set[tuple[str, int]] = set()
     for point in grid(sweeps):
-        spec = specs.load_task(task_path, overrides + point)
+        spec = specs.load_task(task_path, overrides + point, added)
         if epochs is not None:
             spec = specs.with_epochs(spec, epochs)
         for name in specs.select_methods(spec, methods):
-            varied = diff(base.resolved(name), spec.resolved(name))
+            present = flatten(spec.resolved(name))
+            # a component given another type (--set encoders.a.type=mlp) drops the old type's keys: they are not
+            # settings of this run, so they do not name its folder
+            varied = {k: v for k, v in diff(base.resolved(name), spec.resolved(name)).items()
+                      if v is not None or k in present or f"method.{k}" in present}
             if init_label is not None:
                 varied["init"] = init_label
             varied = ordered(varied)

@@ -17,7 +17,7 @@ import yaml
 from harness.config import params as P
 from harness.config import checks
 from harness.config import launch
-from harness.errors import ConfigError, unknown
+from harness.errors import ConfigError, did_you_mean, unknown
 from harness.ops.precision import PRECISIONS
 from harness.config.registry import ENCODERS, METHODS, SOURCES
 
@@ -44,6 +44,9 @@ class TrainSpec:
     nesterov: bool = False  # optimizer sgd: Nesterov momentum (Doodle2Search's optimiser)
     early_stop_patience: int | None = None  # stop once this many epochs in a row bring no better `select`
     drop_last: bool = False  # leave out each epoch's last, partial batch (HowTo100M's loader)
+    # the untrained model (epoch 0) is validated too and kept when no epoch beats it: training that only hurts
+    # reports the start it could not improve on
+    select_untrained: bool = True
 
     def check(self, where: str) -> None:
         P.require(self.batch_size >= 2, where,
@@ -299,11 +302,31 @@ def build(raw: dict[str, Any], path: str) -> TaskSpec:
     return spec
 
 
-def load_task(path: str | Path, overrides: list[str] | None = None) -> TaskSpec:
-    """Read, override and validate a task file."""
+def load_task(path: str | Path, overrides: list[str] | None = None, add_methods: tuple[str, ...] = ()) -> TaskSpec:
+    """Read, override and validate a task file; ``add_methods``: registered methods the file does not declare,
+    added under their own names with their default settings."""
     path = Path(path)
-    raw = apply_overrides(read_yaml(path), list(overrides or []))
+    raw = read_yaml(path)
+    if add_methods:
+        raw["methods"] = {**(raw.get("methods") or {}), **{name: {"method": name} for name in add_methods}}
+    raw = apply_overrides(raw, list(overrides or []))
     return dataclasses.replace(build(raw, str(path)), overrides=tuple(overrides or ()))
+
+
+def undeclared(spec: TaskSpec, names: list[str]) -> list[str]:
+    """The ``names`` (from --methods) that the task does not declare but that are registered methods: they run with
+    their defaults. A name that is neither raises ConfigError with the task's methods and the registered ones."""
+    out = []
+    for name in names:
+        if name in spec.methods:
+            continue
+        if name not in METHODS.names():
+            raise ConfigError(f"{spec.path} (--methods): unknown method {name!r}"
+                              f"{did_you_mean(name, [*spec.methods, *METHODS.names()])}; the task declares: "
+                              f"{', '.join(spec.methods)}; registered methods (run with their defaults when named): "
+                              f"{', '.join(METHODS.names())}")
+        out.append(name)
+    return out
 
 
 def select_methods(spec: TaskSpec, names: list[str] | None) -> list[str]:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Literal
 
 import torch
 from torch import nn
@@ -13,10 +14,11 @@ from harness.api import ENCODERS, require
 @dataclass(frozen=True)
 class MLPParams:
     hidden: tuple[int, ...] = (50, 50)
-    dim: int = 5
+    dim: int | Literal["auto"] = 5  # auto: the narrower input's width (harness.run.build.auto_width)
 
     def check(self, where: str) -> None:
-        require(self.dim > 0 and all(h > 0 for h in self.hidden), where, "dim and hidden sizes must be positive")
+        require((self.dim == "auto" or self.dim > 0) and all(h > 0 for h in self.hidden), where,
+                "dim (or auto) and hidden sizes must be positive")
 
 
 class MLP(nn.Module):
@@ -42,4 +44,6 @@ class MLPEncoder:
 
     @staticmethod
     def build(input_shape: tuple[int, ...], p: MLPParams) -> nn.Module:
+        if p.dim == "auto":
+            raise ValueError("dim: auto is resolved from the data before the encoder is built")
         return MLP(math.prod(input_shape), p.hidden, p.dim)

@@ -73,7 +73,8 @@ def accuracy_rows(results: list[dict[str, Any]], reference: str | None = None,
                 ref_runs = groups[reference] if reference and name != reference else None
                 cells = [_accuracy_cell(runs, m, ref_runs) for m in names]
                 extra = _significance_cells(runs, ref_runs, names[tested]) if reference else []
-                rows.append([label, name + _skipped_note(runs, names[tested]) + collapse_flag(runs) + fit_flag(runs), str(len(runs)),
+                rows.append([label, name + _skipped_note(runs, names[tested]) + collapse_flag(runs) + floor_flag(runs)
+                             + fit_flag(runs), str(len(runs)),
                              *cells, *extra])
             for name, published in (published_runs.get("methods") or {}).items():
                 cells = [_published(published.get(m, _published_rsum(published, names, m))) for m in names]
@@ -155,6 +156,16 @@ def fit_flag(runs: list[dict[str, Any]]) -> str:
     return " [settings warned]" if any(r.get("warnings") for r in runs) else ""
 
 
+def floor_flag(runs: list[dict[str, Any]]) -> str:
+    """' [below floor j/n]' when in j of the n seeds the selected validation metric fell below the no-training
+    floor (:mod:`harness.run.floor`), and ' [epoch 0 j/n]' when in j of them no epoch of training beat the
+    untrained model, which the row then reports; else ''."""
+    below = sum(1 for r in runs if (r.get("floor") or {}).get("below"))
+    untrained = sum(1 for r in runs if r.get("best_epoch") == 0 and r.get("training") == "gradient")
+    return (f" [below floor {below}/{len(runs)}]" if below else "") + \
+        (f" [epoch 0 {untrained}/{len(runs)}]" if untrained else "")
+
+
 def collapse_flag(runs: list[dict[str, Any]]) -> str:
     """' [warned j/n]' when j of the run's n seeds recorded a collapse (:mod:`harness.run.collapse`), with
     ' [collapsed k/n; warned j/n]' when in k of them it held at the selected epoch; else ''."""
@@ -172,6 +183,16 @@ def accuracy_footnote(results: list[dict[str, Any]], reference: str | None, test
                      "validation selection metric at chance) held for `collapse_patience` epochs in a row and the run "
                      "warned; [collapsed k/n]: in k of them it held at the selected epoch, whose model the row reports. "
                      "The result files' `collapse` entry says which signal and when.")
+    if any((r.get("floor") or {}).get("below") for r in results):
+        kinds = sorted({r["floor"]["kind"] for r in results if (r.get("floor") or {}).get("below")})
+        what = " or ".join({"identity": "the features' own cosine without training (identity)",
+                            "untrained": "the run's own untrained model (epoch 0)"}[k] for k in kinds)
+        lines.append(f"[below floor j/n]: in j of the n seeds the selected validation metric is below the no-training "
+                     f"floor, {what}: training made this row worse than not training at all. The result files' "
+                     "`floor` entry gives both values.")
+    if any(r.get("best_epoch") == 0 and r.get("training") == "gradient" for r in results):
+        lines.append("[epoch 0 j/n]: in j of the n seeds no epoch of training beat the untrained model on validation, "
+                     "so the row reports the untrained model (train.select_untrained).")
     if any(r.get("warnings") for r in results):
         lines.append("[settings warned]: the run's settings do not fit its data (a batch or SwAMP queue at least as "
                      "large as the training set, a k of R@k that reaches the number of items a query ranks); the "

@@ -4,6 +4,8 @@ spec; rebuilding a finished run (:mod:`harness.analysis.restore`) builds from th
 result file holds; both end in :func:`assemble`."""
 from __future__ import annotations
 
+import dataclasses
+import math
 from typing import Any
 
 import torch
@@ -51,10 +53,65 @@ def component(registry: Registry, body: dict[str, Any], type_key: str, where: st
     return cls, P.parse(cls.Params, body, where)
 
 
+AUTO = "auto"
+AUTO_WIDTH_FLOOR = 64  # an auto embedding narrower than this only when both inputs are
+AUTO_WIDTH_CAP = 1024  # and never wider than this (Sinkhorn, queues and prototypes grow with it)
+
+
+def auto_width(shapes: dict[str, tuple[int, ...]]) -> int:
+    """The embedding width an encoder with ``dim: auto`` takes for inputs of ``shapes`` (modality -> item shape):
+    the narrower input's width, so that neither modality is squeezed and a linear map between equal widths can
+    start as the identity; raised to 64 where the wider input has that many (10-d topic proportions against
+    128-d histograms embed in 64), and capped at 1,024."""
+    widths = sorted(math.prod(shape) for shape in shapes.values())
+    width = widths[0] if widths[0] >= AUTO_WIDTH_FLOOR else min(AUTO_WIDTH_FLOOR, widths[-1])
+    return max(1, min(width, AUTO_WIDTH_CAP))
+
+
+def settle(method: tuple[type, Any], encoders: dict[str, tuple[Any, Any]], data: PairedData, batch_size: int,
+           where: str) -> tuple[tuple[type, Any], dict[str, tuple[Any, Any]], dict[str, Any]]:
+    """``method`` and ``encoders`` (class, params) with every ``auto`` setting replaced by the value the data give
+    it: an encoder's ``dim: auto`` by :func:`auto_width`, a method's by its ``settle`` (SwAMP's K and queue from the
+    number of training pairs). Also returns those values by resolved-config key (``encoders.a.dim``,
+    ``method.K``), for the result file and the run's first lines."""
+    resolved: dict[str, Any] = {}
+    shapes = data.input_shapes()
+    out = {}
+    for modality, (cls, params) in encoders.items():
+        if getattr(params, "dim", None) == AUTO:
+            params = dataclasses.replace(params, dim=auto_width(shapes))
+            resolved[f"encoders.{modality}.dim"] = params.dim
+        out[modality] = (cls, params)
+    method_cls, params = method
+    settled = method_cls.settle(params, data["train"].n_pairs, batch_size)
+    if settled is not params:
+        before, after = P.as_dict(params), P.as_dict(settled)
+        resolved.update({f"method.{k}": v for k, v in after.items() if before[k] != v})
+        check = getattr(settled, "check", None)
+        if check is not None:
+            check(f"{where}: methods.{method_cls.registry_name} (with its auto settings resolved)")
+    return (method_cls, settled), out, resolved
+
+
+def settled_params(spec: TaskSpec, name: str, data: PairedData) -> Any:
+    """The params of method ``name`` with its ``auto`` settings resolved for ``data``."""
+    m = spec.methods[name]
+    return settle((METHODS.get(m.method), m.params), {}, data, m.train.batch_size, str(spec.path))[0][1]
+
+
+def resolved_settings(spec: TaskSpec, name: str, data: PairedData) -> dict[str, Any]:
+    """The values the ``auto`` settings of method ``name`` take on ``data`` (empty when it has none)."""
+    m = spec.methods[name]
+    encoders = {mod: (ENCODERS.get(c.kind), c.params) for mod, c in spec.encoders.items()}
+    return settle((METHODS.get(m.method), m.params), encoders, data, m.train.batch_size, str(spec.path))[2]
+
+
 def assemble(method: tuple[type, Any], encoders: dict[str, tuple[Any, Any]], data: PairedData,
-             device: torch.device, where: str) -> Method:
+             device: torch.device, where: str, batch_size: int) -> Method:
     """Encoders (class, params) per modality sized from ``data`` (with the data's fixed weights frozen in),
-    wrapped by the method (class, params), on ``device``."""
+    wrapped by the method (class, params), on ``device``; ``auto`` settings take the values :func:`settle` gives
+    them for ``data`` trained in batches of ``batch_size``."""
+    method, encoders, _ = settle(method, encoders, data, batch_size, where)
     shapes = data.input_shapes()
     built = {m: cls.build(shapes[m], params) for m, (cls, params) in encoders.items()}
     widths = {m: getattr(enc, "out_dim", None) for m, enc in built.items()}
@@ -72,7 +129,7 @@ def build_method(spec: TaskSpec, name: str, data: PairedData, device: torch.devi
     """The method ``name`` of the task ``spec`` for ``data`` on ``device``."""
     m = spec.methods[name]
     encoders = {mod: (ENCODERS.get(c.kind), c.params) for mod, c in spec.encoders.items()}
-    return assemble((METHODS.get(m.method), m.params), encoders, data, device, str(spec.path))
+    return assemble((METHODS.get(m.method), m.params), encoders, data, device, str(spec.path), m.train.batch_size)
 
 
 def build_from_config(config: dict[str, Any], data: PairedData, device: torch.device, where: str) -> Method:
@@ -80,7 +137,7 @@ def build_from_config(config: dict[str, Any], data: PairedData, device: torch.de
     method = component(METHODS, config["method"], "method", f"{where}: config.method", drop=("name",))
     encoders = {m: component(ENCODERS, config["encoders"][m], "type", f"{where}: config.encoders.{m}")
                 for m in MODALITIES}
-    return assemble(method, encoders, data, device, where)
+    return assemble(method, encoders, data, device, where, int((config.get("train") or {}).get("batch_size", 128)))
 
 
 def classes_of(spec: TaskSpec, name: str) -> list[type]:

@@ -54,7 +54,7 @@ def save_resume(path: Path, fingerprint: dict[str, Any], method: Method, optimiz
         "method": method.state_dict(), "optimizer": optimizer.state_dict(),
         "scheduler": scheduler.state_dict() if scheduler is not None else None,
         "fit": {"best_epoch": fit.best_epoch, "best_score": fit.best_score, "best_state": fit.best_state,
-                "history": fit.history},
+                "history": fit.history, "untrained": fit.untrained},
         "generator": generator.get_state(), "rng": _rng_states(),
     }, path)
 

@@ -5,6 +5,7 @@ Each check raises :class:`harness.errors.ConfigError` (exit status 2) naming the
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 from pathlib import Path
@@ -13,11 +14,11 @@ from typing import Any, Iterable
 import torch
 
 from harness.data.paired import SPLITS, PairedData, Split
-from harness.errors import ConfigError, DataError
+from harness.errors import ConfigError, DataError, NotApplicable
 from harness.ops import native, ot
 from harness.run import guards
-from harness.run.build import build_method
-from harness.config.registry import METHODS
+from harness.run.build import build_method, settled_params
+from harness.config.registry import METHODS, SOURCES
 from harness.config.spec import DIRECTIONS, MetricSpec, TaskSpec
 
 
@@ -49,8 +50,9 @@ def check_environment() -> None:
 
 def check_data(spec: TaskSpec, data: PairedData) -> None:
     """Every split holds items (the training split pairs; validation and test splits may be class-only),
-    the fold protocols divide the validation and test splits, pair-based metrics find a pairing and
-    class-based metrics find labels."""
+    the fold protocols divide the validation and test splits, pair-based metrics find a pairing,
+    class-based metrics find labels, and a class-based selection metric finds more than one class to
+    tell apart in validation."""
     for name in SPLITS:
         split = data[name]
         if len(split.a) == 0 or len(split.b) == 0 or (split.paired or name == "train") and split.n_pairs == 0:
@@ -67,6 +69,33 @@ def check_data(spec: TaskSpec, data: PairedData) -> None:
             raise DataError(f"{spec.path}: metrics.relevance asks for class-based metrics but the {name} split of "
                             f"{spec.dataset.kind!r} has no labels; add labels to the data or set "
                             "metrics.relevance to [pair]")
+    check_selection_classes(spec, data)
+
+
+def check_selection_classes(spec: TaskSpec, data: PairedData) -> None:
+    """A class-based selection metric (``train.select`` with ``class_``) on a validation split whose items all
+    share one class is perfect at every epoch (every gallery item is relevant: class mAP 100.00), so it would
+    select the first epoch silently: ConfigError naming the class and the fix."""
+    selects = list(dict.fromkeys(m.train.select for m in spec.methods.values() if "class_" in m.train.select))
+    val = data["val"]
+    if not selects or not val.has_labels:
+        return
+    classes = torch.unique(torch.cat([torch.as_tensor(labels).flatten() for labels in (val.labels_a, val.labels_b)]))
+    if len(classes) != 1:
+        return
+    names = (data.info.get("classes") or {}).get("val") if isinstance(data.info.get("classes"), dict) else None
+    shown = repr(names[0]) if isinstance(names, (list, tuple)) and len(names) == 1 else f"label {int(classes[0])}"
+    if "val_fraction" in {f.name for f in dataclasses.fields(spec.dataset.params)}:
+        fix = (f"raise dataset.val_fraction (now {spec.dataset.params.val_fraction}) so that validation holds "
+               "at least two classes")
+    else:
+        fix = "give the dataset a validation split with items of at least two classes"
+    pair = [n for n in spec.metrics.names() if "class_" not in n and not n.endswith("rsum")]
+    if pair and val.paired:
+        fix += f", or select on a pair-based metric (train.select: {pair[0]})"
+    raise ConfigError(f"{spec.path}: the val split holds items of one class only ({shown}), so the class-based "
+                      f"selection metric {', '.join(selects)} (train.select) is perfect at every epoch (every item "
+                      f"is relevant) and selects nothing; {fix}")
 
 
 def check_pairing(split: Split, metrics: MetricSpec, where: str) -> None:
@@ -90,6 +119,7 @@ def check_builds(runs: Iterable[Any], data: PairedData) -> None:
         for run in runs:
             if (id(run.spec), run.method) not in seen:
                 seen.add((id(run.spec), run.method))
+                check_reads_items(run.spec, run.method)
                 try:
                     build_method(run.spec, run.method, data, torch.device("meta"))
                 except (RuntimeError, TypeError, ValueError, OverflowError) as err:
@@ -99,6 +129,44 @@ def check_builds(runs: Iterable[Any], data: PairedData) -> None:
                     raise ConfigError(f"{run.spec.path}: methods.{run.method}: the model cannot be built at these "
                                       f"sizes ({str(err).splitlines()[0]}); lower the encoders' dim and widths or the "
                                       "method's sizes") from None
+
+
+def refusals(runs: Iterable[Any], data: PairedData) -> dict[str, ConfigError]:
+    """Why each planned run's method cannot run on ``data``, by run folder: a model that cannot be built for it
+    (:func:`check_builds`: ``identity`` on modalities of two widths, encoders that do not fit) or settings with
+    which the run could mean nothing (:func:`fit_warnings`: SwAMP's K above the training pairs). A refusal
+    concerns that method alone: the command runs the others and names it at the end (a method that cannot apply
+    to such data at all, :class:`harness.errors.NotApplicable`, is only noted)."""
+    out: dict[str, ConfigError] = {}
+    for run in runs:
+        if run.run_name in out:
+            continue
+        try:
+            check_builds([run], data)
+            fit_warnings(run.spec, run.method, data)
+        except DataError:
+            raise  # the data, not one method, is at fault
+        except ConfigError as err:
+            out[run.run_name] = err
+    return out
+
+
+def check_reads_items(spec: TaskSpec, name: str) -> None:
+    """A data source whose training items have a structure only some methods read declares them: its
+    ``training_methods`` (registered names; classes derived from them read the items too) and, in words, its
+    ``training_items``. Another method would get that structure where its encoders expect a batch of inputs
+    (a CNN handed a tuple), so it is refused before anything trains, as :class:`NotApplicable`."""
+    source = SOURCES.get(spec.dataset.kind)
+    readers = getattr(source, "training_methods", None)
+    m = spec.methods[name]
+    if readers is None or m.method in readers:
+        return
+    if any(issubclass(METHODS.get(m.method), METHODS.get(r)) for r in readers if r in METHODS.names()):
+        return
+    raise NotApplicable(f"{spec.path}: methods.{name}: method {m.method!r} cannot train on dataset source "
+                        f"{spec.dataset.kind!r}, whose training items are {source.training_items}; only "
+                        f"{', '.join(readers)} (and methods derived from them) read those: run one of them "
+                        "on this source")
 
 
 def fit_warnings(spec: TaskSpec, name: str, data: PairedData) -> list[str]:
@@ -116,7 +184,8 @@ def fit_warnings(spec: TaskSpec, name: str, data: PairedData) -> list[str]:
                      f"one step on all of them ({m.train.epochs} steps in all); set train.batch_size below "
                      f"{n_pairs}, e.g. {max(2, n_pairs // 4)}")
     try:
-        lines += [f"{where}: {line}" for line in METHODS.get(m.method).fit_warnings(m.params, n_pairs, batch)]
+        params = settled_params(spec, name, data)
+        lines += [f"{where}: {line}" for line in METHODS.get(m.method).fit_warnings(params, n_pairs, batch)]
     except ConfigError as err:
         if not data.info.get("timing_only"):
             raise ConfigError(f"{where}: {err}") from None

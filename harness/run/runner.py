@@ -18,6 +18,7 @@ from harness.run import checkpoint as ckpt
 from harness.run import collapse
 from harness.run import distributed as dd
 from harness.run import evaluate as ev
+from harness.run import floor as floors
 from harness.run import guards
 from harness.config import params as P
 from harness.config import plan
@@ -29,7 +30,8 @@ from harness.errors import ConfigError
 from harness.method import Method
 from harness.run.profiling import Profiler
 from harness.config.registry import plugin_folders
-from harness.run.build import build_method, classes_of, load_source, resolve_device  # noqa: F401 (the runner's API)
+from harness.run.build import (build_method, classes_of, load_source, resolve_device,  # noqa: F401 (the runner's API)
+                               resolved_settings)
 from harness.store.io import atomic_write, save_checkpoint
 from harness.store.provenance import code_record, environment
 from harness.store.schema import Result, result_path, write_result
@@ -54,6 +56,8 @@ class RunOptions:
     init: Path | None = None
     dist: dd.DistInfo = field(default_factory=dd.DistInfo)
     on_nan: str = "stop"  # a non-finite loss stops the run, or "skip" drops that step's update (harness.run.guards)
+    # run folder -> why its method cannot run on the data (harness.run.preflight.refusals); the others still run
+    refused: dict[str, ConfigError] = field(default_factory=dict)
 
 
 def _progress(total: int, done: int, desc: str, enabled: bool) -> tqdm:
@@ -132,6 +136,18 @@ def run_one(run: Run, data: PairedData, opts: RunOptions) -> dict[str, Any] | No
     if not info.is_main:
         return None
     method.load_state_dict(fit.best_state)
+    val_at_best = dict(fit.untrained or {}) if fit.best_epoch == 0 else \
+        {k[4:]: v for k, v in fit.history[fit.best_epoch - 1].items() if k.startswith("val/")}
+    floor = None
+    if m.method not in floors.NO_FLOOR_METHODS:
+        with prec.scope(precision, opts.device):
+            identity = floors.identity_validation(spec, name, data, opts.device)
+        floor = floors.record(m.train.select, val_at_best, identity, fit.untrained)
+        if floor is not None and floor["below"]:
+            tqdm.write(floors.warning_line(f"{run.run_name} seed{seed}", floor))
+    fitted = [f"{spec.path}: methods.{name}: {line}" for line in method.fitted_warnings()]
+    for line in fitted:
+        tqdm.write(f"warning: {line}")
     ranks: dict[str, torch.Tensor] = {}
     metrics = guards.on_oom(full_test, "the test retrieval", test_memory, opts.device, resume)(
         method, data, spec.metrics, m.train.eval_batch_size, prof, opts.device, ranks, precision)
@@ -140,11 +156,11 @@ def run_one(run: Run, data: PairedData, opts: RunOptions) -> dict[str, Any] | No
     result = Result(
         task=spec.name, task_version=spec.version, run_name=run.run_name, method=name, seed=seed, varied=run.varied,
         init=_init_text(opts), metrics=metrics, training="gradient" if method.trains_by_gradient else "closed_form",
-        best_epoch=fit.best_epoch,
-        val_at_best={k[4:]: v for k, v in fit.history[fit.best_epoch - 1].items() if k.startswith("val/")},
+        best_epoch=fit.best_epoch, val_at_best=val_at_best, untrained=fit.untrained, floor=floor,
+        auto=resolved_settings(spec, name, data) or None,
         collapse=collapse.detect(fit.history, chance, patience=m.train.collapse_patience,
                                  tolerance=m.train.collapse_tolerance, best_epoch=fit.best_epoch),
-        warnings=preflight.fit_warnings(spec, name, data), history=fit.history, profile=prof.summary(), resumed_from_epoch=resumed_from, on_nan=opts.on_nan,
+        warnings=preflight.fit_warnings(spec, name, data) + fitted, history=fit.history, profile=prof.summary(), resumed_from_epoch=resumed_from, on_nan=opts.on_nan,
         skipped_steps=skipped,
         distributed={"world_size": info.world_size, "backend": info.backend,
                      "batch_per_process": -(-m.train.batch_size // info.world_size)},
@@ -207,7 +223,7 @@ def _train(run: Run, method: Method, data: PairedData, opts: RunOptions, prof: P
         found = None if warned else _collapsed(result.history, chance, m.train)
         if found is not None:
             warned = True
-            tqdm.write(collapse.warning_line(found, label, run.method))
+            tqdm.write(collapse.warning_line(found, label, run.method, spec, data.input_shapes(), method.embed_dim))
 
     with prof.phase("train"):
         fit = tr.fit(method, data["train"], m.train, seed=run.seed, step=prof.timed("train_step", step),

@@ -86,6 +86,7 @@ class FitResult:
     best_score: float = float("-inf")
     best_state: dict[str, Any] = field(default_factory=dict)
     history: list[dict[str, float]] = field(default_factory=list)
+    untrained: dict[str, float] | None = None  # validation metrics of the model before training (epoch 0)
 
 
 def run_epoch(step: StepFn, n_pairs: int, batch_size: int, generator: torch.Generator,
@@ -106,7 +107,9 @@ def fit(method: Method, split: Split, t: TrainSpec, *, seed: int, step: StepFn,
         scheduler: torch.optim.lr_scheduler.LRScheduler | None = None,
         state: FitResult | None = None, generator: torch.Generator | None = None,
         after_epoch: Callable[[FitResult, torch.Generator], None] = lambda result, generator: None) -> FitResult:
-    """Train for ``t.epochs`` epochs, validating after each; keep the state of the best epoch.
+    """Train for ``t.epochs`` epochs, validating after each; keep the state of the best epoch. With
+    ``t.select_untrained`` the model is validated before the first step too, as epoch 0, the first candidate:
+    a run whose training never beats its start keeps (and tests) the untrained model, with ``best_epoch`` 0.
 
     ``select`` metrics ending in MedR or MeanR are minimised, all others maximised; only a strictly
     better value makes a new best epoch. With ``t.early_stop_patience`` = P, training stops once P
@@ -118,6 +121,12 @@ def fit(method: Method, split: Split, t: TrainSpec, *, seed: int, step: StepFn,
     generator = generator if generator is not None else torch.Generator().manual_seed(seed)
     lower_is_better = t.select.endswith(("MedR", "MeanR"))
     result = state if state is not None else FitResult()
+    if t.select_untrained and not result.history and result.untrained is None:
+        method.eval()
+        result.untrained = validate()
+        result.best_epoch = 0
+        result.best_score = -result.untrained[t.select] if lower_is_better else result.untrained[t.select]
+        result.best_state = copy.deepcopy(method.state_dict())
     for e in range(len(result.history), t.epochs):
         if stopped_early(result, t):
             break

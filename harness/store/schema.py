@@ -41,8 +41,17 @@ class Result:
     init: str | None = field(default=None, metadata=_doc("checkpoint the encoders started from (--init)"))
     metrics: dict[str, float] = field(metadata=_doc("test metrics (%, ranks), keyed by direction and protocol"))
     training: str | None = field(default=None, metadata=_doc("'gradient' or 'closed_form'; none for an ensemble"))
-    best_epoch: int | None = field(default=None, metadata=_doc("the epoch kept (best validation selection metric)"))
+    best_epoch: int | None = field(default=None, metadata=_doc("the epoch kept (best validation selection metric; "
+                                                                "0: the untrained model)"))
     val_at_best: dict[str, float] | None = field(default=None, metadata=_doc("validation metrics at best_epoch"))
+    untrained: dict[str, float] | None = field(default=None, metadata=_doc(
+        "validation metrics of the untrained model, epoch 0 (train.select_untrained)", omit_none=True))
+    floor: dict[str, Any] | None = field(default=None, metadata=_doc(
+        "the no-training floor of the selection metric on validation (harness.run.floor): kind (identity or "
+        "untrained), metric, value, the run's selected value, and whether it fell below", omit_none=True))
+    auto: dict[str, Any] | None = field(default=None, metadata=_doc(
+        "the values the `auto` settings took on this data, by config key (encoders.a.dim, method.K)",
+        omit_none=True))
     collapse: dict[str, Any] | None = field(default=None, metadata=_doc("collapse record (harness.run.collapse)"))
     warnings: list[str] = field(default_factory=list, metadata=_doc("settings that do not fit the data, one line "
                                                                     "each (harness.run.preflight.fit_warnings)"))

@@ -153,6 +153,10 @@ class ImageFolder:
     """Sketch and photo class folders with a zero-shot class split."""
 
     Params = ImageFolderParams
+    # Only these methods (and methods derived from them) read the training triplets; the checks before training
+    # refuse any other (:func:`harness.run.preflight.check_reads_items`), whose encoder would get a tuple.
+    training_methods = ("doodle2search", "doodle2search_swamp")
+    training_items = "sketches, each with a (positive photo, negative photo, class word vector) triplet"
 
     @staticmethod
     def load(p: ImageFolderParams) -> PairedData:
