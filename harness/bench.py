@@ -8,7 +8,8 @@ the suite is always the working tree's, less the modules REV cannot import. It p
 comparison table and exits 1 when a benchmark got worse than ``factor`` x REV's value, or
 failed where REV's ran. asv's ``compare`` exits 0 on regressions and ``continuous`` refuses
 an existing environment, so the verdict is read from the result files. Exit 2: bad input,
-or no results to compare.
+or no results to compare. Exit 4: no verdict, because other work kept a core busy before or while the suite
+ran (:mod:`harness.run.contention`; a slowdown measured so would be the machine's).
 """
 from __future__ import annotations
 
@@ -26,8 +27,11 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from harness.errors import ConfigError
+from harness.run import contention
 
 ROOT = Path(__file__).resolve().parent.parent
+BUSY = 4  # exit status: the machine was too busy to judge (harness.run.contention), no verdict either way
+PROBE_S = 2.0  # seconds the machine is watched before the suite runs
 CONFIG_NAME = "asv.conf.json"
 # Two runs of one commit on the 2-core development machine, under a load average of 3.2-4.7,
 # differed by ratios from 0.65 to 1.38 (1/0.65 = 1.54); docs/benchmarks.md has the table.
@@ -263,6 +267,10 @@ def gate(against: str, factor: float = DEFAULT_FACTOR, bench: str | None = None,
         raise ConfigError(f"no {CONFIG_NAME} at {root}: run the gate from a source checkout of SwAMP Bench")
     rev, head = resolve_rev(root, against), resolve_rev(root, "HEAD")
     require_asv()
+    machine = contention.probe(PROBE_S, threads=len(contention.cores()))
+    if machine["contended"]:
+        return busy(machine, "before measuring")
+    start = contention.snapshot()
     with tempfile.TemporaryDirectory(prefix="swamp-bench-gate-") as tmp, worktree(root, rev) as rev_tree:
         before = prepare(root, rev_tree, rev, f"REV {against}", Path(tmp) / "before")
         after = prepare(root, root, head, "the working tree", Path(tmp) / "after")
@@ -275,7 +283,20 @@ def gate(against: str, factor: float = DEFAULT_FACTOR, bench: str | None = None,
                 raise ConfigError(f"asv recorded no results on {side.label}; its output above names the problem "
                                   "(`asv check`, and a --bench pattern that matches some benchmark)")
         print_table(after.config, (rev, before.results), (head, after.results), factor)
+    during = contention.between(start, contention.snapshot(), threads=len(contention.cores()))
+    if during["contended"]:
+        return busy(during, "while the suite ran")
     return report(regressions(values[0], values[1], factor), factor, against)
+
+
+def busy(record: dict[str, Any], when: str) -> int:
+    """Say that the machine was too busy to judge a slowdown; the gate's exit status for it."""
+    names = ", ".join(record["busy_names"]) or "no single process: many small ones"
+    print(f"\nbench gate: no verdict: other work kept {record['others_cores']:.2f} of this machine's "
+          f"{record['cores']} cores busy {when} ({record['wall_s']:.0f} s; busiest: {names}); timings taken so would "
+          "report slowdowns that are the machine's. Re-run the gate on a quiet machine "
+          f"(exit status {BUSY})", flush=True)
+    return BUSY
 
 
 def prepare(root: Path, source: Path, commit: str, label: str, folder: Path) -> Side:

@@ -195,10 +195,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     from harness.config import plan
     from harness.config import spec as spec_file
     from harness.report import tables
-    from harness.run import checkpoint, preflight, runner
+    from harness.run import checkpoint, contention, preflight, runner
     from harness.run import distributed as dd
     from harness.store.schema import result_path
 
+    watch = contention.snapshot()  # from here to the first training step: how busy is the machine?
     overrides = list(args.overrides) + ([f"dataset.root={args.data_root}"] if args.data_root else [])
     init = Path(args.init) if args.init else None
     if init is not None:
@@ -228,7 +229,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     if info.world_size > 1 and device.type == "cuda":
         device = torch.device("cuda", info.local_rank)
     opts = runner.RunOptions(device=device, out=Path(args.out), progress=not args.no_progress, force=args.force,
-                             init=init, dist=info, on_nan=args.on_nan)
+                             init=init, dist=info, on_nan=args.on_nan,
+                             watch=watch if args.threads is None and info.world_size == 1 and device.type == "cpu"
+                             and args.launcher == "sequential" else None)
     _check_launcher(args, info)
     if args.threads is not None:
         torch.set_num_threads(args.threads)
@@ -573,10 +576,32 @@ def _run_all(runs: list, opts) -> list[dict]:
             data = _checked_data([r for r, d in zip(runs, finished) if d is None and _data_key(r) == data_key], opts)
         if run.run_name in opts.refused:
             continue
+        if opts.watch is not None:
+            _fit_threads(opts)
         result = _run_locked(run, data, opts, tag)
         if result is not None:
             results.append(result)
     return results
+
+
+def _fit_threads(opts) -> None:
+    """Once, before the first run trains: on a machine where other work kept cores busy since the command started,
+    train with the cores it leaves free (at least one), and say so; the timings are marked [contended] anyway."""
+    import torch
+
+    from harness.run import contention
+
+    found = contention.threads_for(opts.watch, torch.get_num_threads())
+    opts.watch = None
+    if found is None:
+        return
+    threads, record = found
+    names = ", ".join(record["busy_names"]) or "many small processes"
+    print(f"note: the machine is busy (other work kept {record['others_cores']:.1f} of its {record['cores']} cores "
+          f"busy in the last {record['wall_s']:.1f} s: {names}): torch trains with {threads} thread(s) instead of "
+          f"{torch.get_num_threads()}, which slows it less beside other work (docs/measurement.md); --threads N "
+          "sets it. Timings taken on a busy machine are marked [contended].", file=sys.stderr)
+    torch.set_num_threads(threads)
 
 
 def _code_changed(run, done: dict) -> str:

@@ -339,6 +339,8 @@ def test_torchrun_trains_on_two_processes_and_writes_one_result(tiny_task, tmp_p
     result = json.loads(results[0].read_text())
     assert result["distributed"] == {"world_size": 2, "backend": "gloo", "batch_per_process": 16}
     assert len(result["history"]) == 2 and all(math.isfinite(h["loss"]) for h in result["history"])
+    # the other rank is the run's own work, not contention: its thread counts among the run's
+    assert result["profile"]["contention"]["train"]["threads"] == 2
     assert done.stdout.count("Accuracy (test split") == 1  # tables printed once, by rank 0
     assert not list(out.rglob("*.resume.pt"))
     # made again from its result file by two processes: the same metrics, checked and printed once

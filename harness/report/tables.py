@@ -15,6 +15,7 @@ from typing import Any
 from tabulate import tabulate
 
 from harness.report import stats
+from harness.run import contention
 from harness.errors import unknown
 from harness.store.io import write_text_atomic
 from harness.config.plan import resolve_reference
@@ -269,7 +270,7 @@ def timing_rows(results: list[dict[str, Any]], reference: str | None = None) -> 
     for tag in _protocol_tags(results):
         for name, runs in groups.items():
             same = _baseline(groups, groups[base][0]["method"], precision=_precision(runs[0]))
-            row = _timing_row(name, runs, groups[same], tag, mem_field)
+            row = _timing_row(name + contention_flag(runs), runs, groups[same], tag, mem_field)
             if pair_pass:
                 row[11:11] = _pair_pass_cells(runs, tag)
             rows.append(row + _published_cells(published, runs[0]["method"], groups[base][0]["method"], tag))
@@ -367,9 +368,21 @@ def _ratio(values: list[float], base: list[float]) -> str:
     return f"{statistics.mean(values) / statistics.mean(base):.2f}×" if values and base else "–"
 
 
+def contention_flag(runs: list[dict[str, Any]]) -> str:
+    """' [contended j/n]' when in j of the n seeds a timed phase ran while other work kept the machine's cores
+    busy (:mod:`harness.run.contention`); else ''."""
+    hit = sum(1 for r in runs if contention.contended_phases(r))
+    return f" [contended {hit}/{len(runs)}]" if hit else ""
+
+
 def timing_footnote(results: list[dict[str, Any]]) -> list[str]:
-    """Lines under the timing table: how ratios pair runs of several precisions, what ≈ cells mean."""
+    """Lines under the timing table: contended timings, how ratios pair runs of several precisions, what ≈ cells
+    mean."""
     lines = []
+    if any(contention.contended_phases(r) for r in results):
+        lines.append(f"[contended j/n]: in j of the n seeds a timed phase ran while {contention.RULE}; those times "
+                     "and every ratio that involves them measure the machine as much as the method: re-run them on "
+                     "a quiet machine. The result files' profile.contention gives each phase's figures.")
     if len({_precision(r) for r in results}) > 1:
         lines.append("Ratios compare runs of the same train.precision.")
     if any(k.startswith("test_loss") for r in results for k in r["profile"]["timing"]):

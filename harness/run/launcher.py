@@ -127,5 +127,10 @@ def run_local(runs: Sequence[Any], common: Sequence[str], jobs: int, threads: in
 
 
 def default_threads(jobs: int) -> int:
-    """Torch threads per worker: the machine's cores shared among ``jobs`` workers (at least one)."""
-    return max(1, (os.cpu_count() or 1) // jobs)
+    """Torch threads per worker: the cores this process may run on (its affinity: what a container or a cluster
+    job was given, not the machine's count) shared among ``jobs`` workers (at least one)."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    return max(1, cores // jobs)

@@ -19,6 +19,7 @@ from typing import Any, Callable, Iterator
 import psutil
 import torch
 
+from harness.run import contention
 from harness.store.provenance import MiB, nvml_reader
 
 
@@ -99,6 +100,7 @@ class Profiler:
         self.memory: dict[str, dict[str, float]] = {}
         self.notes: list[str] = []
         self.extrapolated: dict[str, dict[str, float | None]] = {}
+        self.contention: dict[str, dict[str, Any]] = {}  # phase -> harness.run.contention.between's record
         self._nvml = None
         if device.type == "cuda":
             self._nvml, _, reason = nvml_reader(device)
@@ -127,15 +129,18 @@ class Profiler:
 
     @contextlib.contextmanager
     def phase(self, name: str) -> Iterator[None]:
-        """Record peak memory (host RSS; on CUDA allocator and NVML) over the block."""
+        """Record peak memory (host RSS; on CUDA allocator and NVML) over the block, and how busy the machine was
+        meanwhile (:mod:`harness.run.contention`)."""
         cuda = self.device.type == "cuda"
         if cuda:
             synchronize(self.device)
             torch.cuda.reset_peak_memory_stats(self.device)
         nvml = _Sampler(self._nvml, 0.01) if self._nvml else contextlib.nullcontext()
+        before = contention.snapshot()
         with CpuPeakRSS() as rss, nvml:
             yield
             synchronize(self.device)
+        self.contention[name] = contention.between(before, contention.snapshot())
         mem = {"cpu_peak_rss_mib": rss.peak / MiB}
         if cuda:
             mem["cuda_max_allocated_mib"] = torch.cuda.max_memory_allocated(self.device) / MiB
@@ -164,7 +169,8 @@ class Profiler:
             out[key] = {"n": len(kept), "median_s": statistics.median(kept), "p90_s": percentile(kept, 90),
                         "total_s": sum(values)}
         extra = {"extrapolated": dict(self.extrapolated)} if self.extrapolated else {}
-        return {"timing": out, "memory": self.memory, "notes": list(self.notes), **extra}
+        return {"timing": out, "memory": self.memory, "contention": self.contention, "notes": list(self.notes),
+                **extra}
 
 
 def percentile(values: list[float], q: float) -> float:

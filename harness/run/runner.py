@@ -58,6 +58,9 @@ class RunOptions:
     on_nan: str = "stop"  # a non-finite loss stops the run, or "skip" drops that step's update (harness.run.guards)
     # run folder -> why its method cannot run on the data (harness.run.preflight.refusals); the others still run
     refused: dict[str, ConfigError] = field(default_factory=dict)
+    # the machine's counters at the command's start, when the command may lower torch's threads on a busy machine
+    # before the first run trains (harness.run.contention.threads_for); None: the threads stay as they are
+    watch: Any = None
 
 
 def _progress(total: int, done: int, desc: str, enabled: bool) -> tqdm:

@@ -130,6 +130,7 @@ def environment(device: torch.device, plugin_folders: Iterable[str] = ()) -> dic
 
     return {
         "hardware": {"cpu": cpu_model(), "cores": os.cpu_count(), "torch_threads": torch.get_num_threads(),
+                     "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
                      "ram_gib": round(psutil.virtual_memory().total / 2**30, 1), "device": str(device),
                      "gpu": gpu_info(device)},
         "versions": {"python": platform.python_version(), "torch": torch.__version__, "cuda": torch.version.cuda,

@@ -57,7 +57,10 @@ class Result:
                                                                     "each (harness.run.preflight.fit_warnings)"))
     history: list[dict[str, float]] = field(default_factory=list, metadata=_doc("per-epoch loss terms and "
                                                                                 "validation metrics"))
-    profile: dict[str, Any] = field(metadata=_doc("timings (s) and peak memory (MiB) by phase"))
+    profile: dict[str, Any] = field(metadata=_doc("timings (s) and peak memory (MiB) by phase, and under "
+                                                  "`contention` how busy the machine was in each phase "
+                                                  "(harness.run.contention: own and others' CPU, busy processes, "
+                                                  "load, and whether the phase was contended)"))
     resumed_from_epoch: int = field(default=0, metadata=_doc("epochs done before an interruption (0: none)"))
     on_nan: str = field(default="stop", metadata=_doc("what a non-finite loss did: stop the run or skip the step"))
     skipped_steps: list[dict[str, Any]] = field(default_factory=list, metadata=_doc("steps skipped by --on-nan skip"))

@@ -1,0 +1,120 @@
+"""Training-step time on a quiet machine and beside two other torch processes, under OpenMP's two wait policies
+and two thread counts: what the harness's defaults for both are chosen from (docs/measurement.md).
+
+    python -m benchmarks.contention --out results/contention [--epochs 2] [--threads 2,1]
+
+For each machine state (``quiet``; ``torch`` beside a matmul loop and a softmax loop, each a separate process
+with torch's default threads and wait policy, as other people's jobs would be) and each setting
+(``OMP_WAIT_POLICY`` active or passive, ``--threads`` N, and the harness's default: no ``--threads``, which
+lowers the threads on a machine it finds busy), one ``python -m harness run tasks/synthetic.yaml
+--methods contrastive,swamp`` runs in a fresh process (the wait policy is read when OpenMP starts); the step
+medians come from its result files. Writes ``contention.json`` (every figure and the machine) and
+``contention.md`` (the table) under ``--out``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+ROOT = Path(__file__).resolve().parent.parent
+LOADS = {
+    "matmul": "import torch\na = torch.randn(512, 512)\nwhile True:\n    a = torch.tanh(a @ a) ",
+    "softmax": "import torch\nx = torch.randn(256, 1024)\nwhile True:\n    x = torch.softmax(x, 1) * 1024 ",
+}
+
+
+@contextmanager
+def other_torch_processes(state: str) -> Iterator[None]:
+    """Nothing for ``quiet``; the two torch loops for ``torch``, started before and killed after the block."""
+    if state == "quiet":
+        yield
+        return
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "OMP_NUM_THREADS")}
+    procs = [subprocess.Popen([sys.executable, "-c", code], env=env) for code in LOADS.values()]
+    try:
+        time.sleep(3.0)  # torch imported and looping
+        yield
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+
+
+def run_once(policy: str, threads: int | None, epochs: int, out: Path) -> dict[str, float]:
+    """Median train step (ms) per method of one harness run under ``policy`` and ``threads`` (None: the harness's
+    default, which lowers the threads on a machine it finds busy), and the threads it trained with."""
+    env = {**os.environ, "OMP_WAIT_POLICY": policy.upper(), "PYTHONPATH": str(ROOT)}
+    env.pop("OMP_NUM_THREADS", None)
+    cmd = [sys.executable, "-m", "harness", "run", str(ROOT / "tasks" / "synthetic.yaml"), "--methods",
+           "contrastive,swamp", "--epochs", str(epochs), "--out", str(out), "--no-progress", "--no-tables",
+           *(["--threads", str(threads)] if threads is not None else []), "--force"]
+    subprocess.run(cmd, env=env, check=True, stdout=subprocess.DEVNULL)
+    steps = {}
+    for method in ("contrastive", "swamp"):
+        (path,) = (out / "synthetic").glob(f"{method}@*/seed0.json")
+        result = json.loads(path.read_text())
+        steps[method] = result["profile"]["timing"]["train_step"]["median_s"] * 1e3
+        train = (result["profile"].get("contention") or {}).get("train", {})
+        steps[f"{method}_contended"] = bool(train.get("contended"))
+        steps[f"{method}_threads"] = train.get("threads")
+    return steps
+
+
+def table(rows: list[dict]) -> str:
+    quiet = {(r["policy"], r["threads"]): r for r in rows if r["state"] == "quiet"}
+    lines = ["| machine | OMP_WAIT_POLICY | threads | contrastive step ms | SwAMP step ms | SwAMP / contrastive |",
+             "|---|---|---|---|---|---|"]
+    for r in rows:
+        base = quiet.get((r["policy"], r["threads"]))
+        shown = r["threads"] if r["threads"] is not None else f"default ({r['contrastive_threads']})"
+
+        def cell(m: str) -> str:
+            slow = f" ({r[m] / base[m]:.1f}× quiet)" if base and r is not base else ""
+            mark = " [contended]" if r[f"{m}_contended"] else ""
+            return f"{r[m]:.1f}{slow}{mark}"
+
+        lines.append(f"| {r['state']} | {r['policy']} | {shown} | {cell('contrastive')} | {cell('swamp')} | "
+                     f"{r['swamp'] / r['contrastive']:.2f}× |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--epochs", type=int, default=2)
+    parser.add_argument("--threads", default=f"{len(os.sched_getaffinity(0))},1")
+    args = parser.parse_args()
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for state in ("quiet", "torch"):
+            with other_torch_processes(state):
+                settings = [("active", None)] + [(policy, int(t)) for policy in ("active", "passive")
+                                                 for t in args.threads.split(",")]
+                for policy, threads in settings:
+                    steps = run_once(policy, threads, args.epochs, Path(tmp))
+                    rows.append({"state": state, "policy": policy, "threads": threads, **steps})
+                    print(rows[-1], flush=True)
+    args.out.mkdir(parents=True, exist_ok=True)
+    machine = {"cpu": platform.processor() or platform.machine(), "cores": len(os.sched_getaffinity(0)),
+               "python": platform.python_version(), "date": time.strftime("%Y-%m-%d")}
+    (args.out / "contention.json").write_text(json.dumps({"machine": machine, "epochs": args.epochs, "rows": rows},
+                                                         indent=2) + "\n")
+    (args.out / "contention.md").write_text(
+        f"<!-- generated by `python -m benchmarks.contention --out {args.out}` -->\n"
+        f"Median training step of `tasks/synthetic.yaml`, {args.epochs} epochs, {machine['cores']} cores "
+        f"({machine['cpu']}), {machine['date']}; `torch`: beside a matmul loop and a softmax loop in two other "
+        "processes.\n\n" + table(rows) + "\n")
+    print(table(rows))
+
+
+if __name__ == "__main__":
+    main()
