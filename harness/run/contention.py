@@ -16,8 +16,9 @@ For each phase (:meth:`harness.run.profiling.Profiler.phase`) two snapshots, at 
   this run's own).
 
 **The rule.** A phase is *contended* when other work kept busy more than the cores this process's threads
-left free, by over half a core: ``others_cores > max(0, cores - threads) + 0.5``. On two cores with two torch
-threads, one busy process beside the run is contention; with one thread, two are. Phases shorter than
+left free, by over a quarter of a core: ``others_cores > max(0, cores - threads) + 0.25``. On two cores with two
+torch threads, one busy process beside the run is contention; with one thread, two are (they take more than the
+free core: 1.33 cores when three processes share two). Phases shorter than
 :data:`MIN_JUDGED_S` are not judged (``contended`` is None): the kernel counts CPU time in 10 ms ticks.
 """
 from __future__ import annotations
@@ -31,10 +32,10 @@ from typing import Any
 import psutil
 
 MIN_JUDGED_S = 0.5  # shorter phases: too few 10 ms CPU-accounting ticks to judge
-SLACK_CORES = 0.5  # other work may use this much more than the free cores before a phase counts as contended
+SLACK_CORES = 0.25  # other work may use this much more than the free cores before a phase counts as contended
 BUSY_SHARE = 0.25  # an other process using this share of a core over the phase is listed as busy
-RULE = ("other work kept busy more than the cores the run's threads left free, by over half a core "
-        "(others_cores > cores - threads + 0.5, over a phase of at least 0.5 s)")
+RULE = ("other work kept busy more than the cores the run's threads left free, by over a quarter of a core "
+        "(others_cores > cores - threads + 0.25, over a phase of at least 0.5 s)")
 
 
 def cores() -> list[int]:
