@@ -10,11 +10,9 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-import torch
-import torch.nn.functional as F
 from torch import nn
 
-from harness.api import METHODS, Method, NotApplicable, Split
+from harness.api import METHODS, FeatureCosine, NotApplicable, Split
 
 
 @dataclass(frozen=True)
@@ -24,19 +22,20 @@ class IdentityParams:
 
 
 @METHODS.register("identity")
-class Identity(Method):
+class Identity(FeatureCosine):
     """The raw features of both modalities, unit-normalised, compared by cosine (nothing to fit)."""
 
     Params = IdentityParams
     trains_by_gradient = False
 
     def __init__(self, encoders: dict[str, nn.Module], params: IdentityParams, width: int = 0):
-        super().__init__({}, params)  # the raw features are compared; the task's encoders are not used
+        super().__init__(params)  # the raw features are compared; the task's encoders are not used
         self.width = width
 
     @classmethod
     def build(cls, encoders: dict[str, nn.Module], params: IdentityParams, data: Any) -> "Identity":
-        """The method for ``data``; NotApplicable (a ConfigError) when an item of a and an item of b have different widths."""
+        """The method for ``data``; NotApplicable (a ConfigError) when an item of a and an item of b have different
+        widths."""
         shapes = data.input_shapes()
         widths = {m: math.prod(shape) for m, shape in shapes.items()}
         if widths["a"] != widths["b"]:
@@ -54,7 +53,3 @@ class Identity(Method):
 
     def fit_closed_form(self, split: Split) -> None:
         """Nothing to fit: the features are used as they come."""
-
-    def encode(self, modality: str, x: Any) -> torch.Tensor:
-        """(B, width) unit-norm float32 rows of a batch of raw features."""
-        return F.normalize(x.flatten(1).float(), dim=-1)

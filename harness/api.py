@@ -62,6 +62,7 @@ from harness.ops.metrics import pair_relevance, precision_metrics, rank_metrics
 from harness.ops.precision import wrap_forward, wrap_step
 from harness.run.build import build_method, resolve_device
 from harness.run.evaluate import evaluate
+from harness.run.floor import FeatureCosine
 from harness.run.profiling import MiB, synchronize
 from harness.run.runner import RunOptions, load_data, run_one
 from harness.run.train import make_optimizer, make_step
@@ -72,7 +73,7 @@ __all__ = [
     "ConfigError", "DataError", "NotApplicable", "RunError", "did_you_mean", "unknown",
     "ENCODERS", "METHODS", "SOURCES", "STATE_FORMATS", "Registry",
     "as_dict", "bounded", "parse_params", "require",
-    "Method", "EmbeddingQueue", "chunk_bounds",
+    "Method", "FeatureCosine", "EmbeddingQueue", "chunk_bounds",
     "LOSSES", "collapsed_value", "infonce_loss", "max_violation_loss", "plateau_key", "sum_violation_loss",
     "fused_sinkhorn", "fused_sinkhorn_pair", "log_softmax_nograd", "native_sinkhorn_unavailable", "sinkhorn",
     "sinkhorn_compile_seconds",

@@ -241,7 +241,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     finally:
         dd.shutdown()
     refused = _refused_error(opts) if info.is_main else None
-    if not info.is_main or args.no_tables or results is None or not results:
+    if not info.is_main or args.no_tables or not results:
         if refused is not None:
             raise refused
         return 0

@@ -93,17 +93,22 @@ def settle(method: tuple[type, Any], encoders: dict[str, tuple[Any, Any]], data:
     return (method_cls, settled), out, resolved
 
 
+def _settle_spec(spec: TaskSpec, name: str, data: PairedData) -> tuple[tuple[type, Any],
+                                                                     dict[str, tuple[Any, Any]], dict[str, Any]]:
+    """:func:`settle` of method ``name`` of ``spec`` and the task's encoders."""
+    m = spec.methods[name]
+    encoders = {mod: (ENCODERS.get(c.kind), c.params) for mod, c in spec.encoders.items()}
+    return settle((METHODS.get(m.method), m.params), encoders, data, m.train.batch_size, str(spec.path))
+
+
 def settled_params(spec: TaskSpec, name: str, data: PairedData) -> Any:
     """The params of method ``name`` with its ``auto`` settings resolved for ``data``."""
-    m = spec.methods[name]
-    return settle((METHODS.get(m.method), m.params), {}, data, m.train.batch_size, str(spec.path))[0][1]
+    return _settle_spec(spec, name, data)[0][1]
 
 
 def resolved_settings(spec: TaskSpec, name: str, data: PairedData) -> dict[str, Any]:
     """The values the ``auto`` settings of method ``name`` take on ``data`` (empty when it has none)."""
-    m = spec.methods[name]
-    encoders = {mod: (ENCODERS.get(c.kind), c.params) for mod, c in spec.encoders.items()}
-    return settle((METHODS.get(m.method), m.params), encoders, data, m.train.batch_size, str(spec.path))[2]
+    return _settle_spec(spec, name, data)[2]
 
 
 def assemble(method: tuple[type, Any], encoders: dict[str, tuple[Any, Any]], data: PairedData,

@@ -111,7 +111,7 @@ def _own_cpu(me: psutil.Process) -> float:
     return total
 
 
-def snapshot(with_processes: bool = True) -> Snapshot:
+def snapshot() -> Snapshot:
     """The counters a phase's record is the difference of."""
     me = psutil.Process()
     per_cpu = psutil.cpu_times(percpu=True)
@@ -119,7 +119,7 @@ def snapshot(with_processes: bool = True) -> Snapshot:
     return Snapshot(wall=time.perf_counter(), own_cpu=_own_cpu(me),
                     cores_busy=sum(_busy(per_cpu[i]) for i in mine if i < len(per_cpu)),
                     involuntary=me.num_ctx_switches().involuntary, load1=os.getloadavg()[0],
-                    processes=_processes(_own_pids()) if with_processes else {})
+                    processes=_processes(_own_pids()))
 
 
 def between(start: Snapshot, end: Snapshot, threads: int | None = None) -> dict[str, Any]:

@@ -23,12 +23,14 @@ NO_FLOOR_METHODS = ("identity",)  # the floor itself
 
 
 class FeatureCosine(Method):
-    """The features as they come, flattened and unit-normalised: the identity floor's scorer."""
+    """The features as they come, flattened and unit-normalised, scored by cosine: the identity floor's scorer,
+    and the ``identity`` method's (which adds its width check)."""
 
-    def __init__(self) -> None:
-        super().__init__({}, None)
+    def __init__(self, params: Any = None) -> None:
+        super().__init__({}, params)  # no encoders: the features are compared as they come
 
     def encode(self, modality: str, x: Any) -> torch.Tensor:
+        """(B, width) unit-norm float32 rows of a batch of raw features."""
         return F.normalize(x.flatten(1).float(), dim=-1)
 
 
