@@ -48,6 +48,11 @@ def _unrecognized(parser: argparse.ArgumentParser, extra: list[str]) -> ConfigEr
                        f"see `{parser.prog} --help`")
 
 
+TEST_STAT_HELP = ("statistic the significance columns test in each row group: a column's statistic (R@k, MedR, mAP, "
+                  "mAP@k, P@k) in the first direction, DIRECTION/STAT (e.g. t2v/R@5) for another, or rsum "
+                  "(default: the first direction's first R@k)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="python -m harness", description="SwAMP Bench: cross-modal retrieval benchmarks")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -68,13 +73,12 @@ def build_parser() -> argparse.ArgumentParser:
                      help="start the encoders from a checkpoint (seed<k>.pt) or result file (seed<k>.json)")
     run.add_argument("--reference", default=None, metavar="RUN",
                      help="mark significant differences from this run in the tables, e.g. contrastive")
-    run.add_argument("--test-stat", default=None, metavar="STAT",
-                     help="statistic the significance columns test in each row group, e.g. mAP (default: the first, R@k)")
+    run.add_argument("--test-stat", default=None, metavar="STAT", help=TEST_STAT_HELP)
     run.add_argument("--force", action="store_true",
                      help="re-run finished runs and restart interrupted ones (default: skip and resume)")
     run.add_argument("--device", default="auto", help="auto (default), cpu, cuda or cuda:N")
     run.add_argument("--data-root", default=None, help="dataset folder (sets dataset.root)")
-    run.add_argument("--out", default="results", help="results folder (default: results/)")
+    run.add_argument("--out", default="runs", help="results folder (default: runs/; the committed sets live in results/)")
     run.add_argument("--no-progress", action="store_true", help="hide progress bars")
     run.add_argument("--launcher", choices=("sequential", "local", "slurm"), default="sequential",
                      help="sequential (default): the runs one after another in this process; local: each run in a "
@@ -116,15 +120,17 @@ def build_parser() -> argparse.ArgumentParser:
     rerun.set_defaults(slurm=None, wait=False)  # for the launcher checks shared with run
     lst = sub.add_parser("list", help="tasks and the methods each declares; registered components", parents=[plugins])
     lst.add_argument("--tasks-dir", default=str(TASKS_DIR))
-    table = sub.add_parser("table", help="re-render tables from saved result files", parents=[plugins])
-    table.add_argument("folder", help="e.g. results/synthetic")
+    table = sub.add_parser("table", help="print the tables of saved result files; --write: write them into the folder",
+                           parents=[plugins], epilog="example: python -m harness table results/synthetic")
+    table.add_argument("folder", help="results folder, e.g. results/synthetic (or results/: every set under it)")
     table.add_argument("--format", default="simple", help="console format (tabulate name; md and tex also accepted)")
     table.add_argument("--reference", default=None, metavar="RUN",
-                       help="mark significant differences from this run, e.g. contrastive")
-    table.add_argument("--test-stat", default=None, metavar="STAT",
-                       help="statistic the significance columns test in each row group, e.g. mAP (default: R@k)")
-    table.add_argument("--split", default="test", choices=("test", "val"),
-                       help="val: the validation metrics at each run's selected epoch, written to validation.md/.tex")
+                       help="run the others are tested against (default: the one the folder's tables record)")
+    table.add_argument("--test-stat", default=None, metavar="STAT", help=TEST_STAT_HELP)
+    table.add_argument("--split", default=None, choices=("test", "val"),
+                       help="test (default) or val: the validation metrics of each run's selected epoch")
+    table.add_argument("--write", action="store_true",
+                       help="write accuracy/timing .md and .tex into each set's folder (default: print only)")
     plot = sub.add_parser("plot", help="metric against a swept setting, one line per method (PNG and PDF)")
     plot.add_argument("folder", help="results folder of one task, e.g. results/ablations/synthetic")
     plot.add_argument("--x", required=True, metavar="NAME.KEY", help="swept setting, e.g. swamp.K or train.lr")
@@ -165,6 +171,16 @@ def build_parser() -> argparse.ArgumentParser:
                      help="html (default): a self-contained site; md: pages for docs/ that link the result files")
     rep.add_argument("--no-figures", action="store_true", help="tables and provenance only (faster)")
     rep.add_argument("--no-progress", action="store_true", help="no progress bar")
+    claims = sub.add_parser("claims", help="the paper's claims, each judged from the committed result files; "
+                            "--check: exit 1 when a verdict differs from the one the ledger records",
+                            epilog="example: python -m harness claims --check")
+    claims.add_argument("ledger", nargs="?", default=None,
+                        help="claims ledger (YAML; default: claims/swamp-aistats2023.yaml)")
+    claims.add_argument("--root", default=None, metavar="DIR",
+                        help="folder the ledger's results paths are relative to (default: the one above claims/)")
+    claims.add_argument("--check", action="store_true",
+                        help="exit 1 when a verdict differs from the one the ledger records")
+    claims.add_argument("--format", default="simple", help="table format (tabulate name; md for Markdown)")
     status = sub.add_parser("status", help="which runs of a grid are finished, running, interrupted or not started",
                             parents=[plugins])
     status.add_argument("out", help="results folder, e.g. results")
@@ -220,7 +236,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                           f"{did_you_mean(args.reference, names)}; name one of them (or the method of exactly "
                           "one of them)") from None
     if args.test_stat is not None:
-        tables.tested_column(tables.column_stats(P.as_dict(runs[0].spec.metrics)), args.test_stat)
+        tables.tested_column(P.as_dict(runs[0].spec.metrics), args.test_stat)
     out = Path(args.out)
     preflight.check_out(out, [result_path(out, r.spec.name, r.run_name, r.seed).parent for r in runs])
     preflight.check_environment()
@@ -245,15 +261,40 @@ def cmd_run(args: argparse.Namespace) -> int:
         if refused is not None:
             raise refused
         return 0
-    folder = Path(args.out) / runs[0].spec.name
     if args.reference in opts.refused:
         args.reference = None  # refused: it has no result to compare with
-    _print_tables(results, args.reference, args.test_stat)
-    paths = tables.write_tables(results, folder, reference=args.reference, test_stat=args.test_stat)
-    print(f"\nresults: {folder}/<run>/seed<k>.json; tables: {', '.join(str(p) for p in paths)}")
+    _folder_tables(Path(args.out) / runs[0].spec.name, results, args.reference, args.test_stat)
     if refused is not None:
         raise refused
     return 0
+
+
+def _folder_tables(folder: Path, results: list[dict], reference: str | None, test_stat: str | None) -> None:
+    """Print and write the tables of every result file in ``folder`` (this command's ``results`` and those
+    already there), with the command's --reference/--test-stat or else the ones the folder's tables record;
+    runs timed on another machine keep the folder's tables from being written (they are printed apart)."""
+    from harness.report import tables
+    from harness.store.schema import load_results
+
+    everything = [r for r in load_results(folder) if Path(r["_path"]).parent.parent == folder] or results
+    recorded = tables.recorded_options(folder)
+    if reference is None and test_stat is None and recorded is not None and recorded.split == "test":
+        names = {r["run_name"] for r in everything} | {r["method"] for r in everything}
+        if recorded.reference is None or recorded.reference in names:
+            reference, test_stat = recorded.reference, recorded.test_stat
+    machines = tables.by_machine(everything)
+    for runs in machines.values():
+        _print_tables(runs, reference if any(r["run_name"] == reference or r["method"] == reference for r in runs)
+                      else None, test_stat)
+    if len(everything) > len(results):
+        print(f"\n(the tables hold all {len(everything)} result files in {folder}; this command made or found "
+              f"{len(results)} of them)")
+    if len(machines) > 1:
+        print(f"\nresults: {folder}/<run>/seed<k>.json; tables not written: the folder holds runs timed on "
+              f"{len(machines)} machines ({'; '.join(machines)}); give this command an --out of its own")
+        return
+    paths = tables.write_tables(everything, folder, reference=reference, test_stat=test_stat)
+    print(f"\nresults: {folder}/<run>/seed<k>.json; tables: {', '.join(str(p) for p in paths)}")
 
 
 def cmd_rerun(args: argparse.Namespace) -> int:
@@ -261,7 +302,6 @@ def cmd_rerun(args: argparse.Namespace) -> int:
     import torch
 
     from harness.config import plan
-    from harness.report import tables
     from harness.run import distributed as dd
     from harness.run import checkpoint, preflight, runner
     from harness.store.schema import result_path
@@ -312,9 +352,7 @@ def cmd_rerun(args: argparse.Namespace) -> int:
     for result in results:
         by_task.setdefault(result["task"], []).append(result)
     for task, group in by_task.items():
-        _print_tables(group, args.reference)
-        paths = tables.write_tables(group, out / task, reference=args.reference)
-        print(f"\nresults: {out / task}/<run>/seed<k>.json; tables: {', '.join(str(p) for p in paths)}")
+        _folder_tables(out / task, group, args.reference, None)
     if not args.check:
         return 0
     differ = _check_reruns(records, results)
@@ -692,16 +730,34 @@ def cmd_table(args: argparse.Namespace) -> int:
     results = load_results(folder) if folder.is_dir() else []
     if not results:
         raise ConfigError(f"no result files (<method>/seed<k>.json) under {folder}")
-    if args.split == "val" and args.reference:
-        raise ConfigError("--split val shows validation metrics only; significance tests use the test split's "
-                          "per-query ranks, so drop --reference")
-    for task in sorted({r["task"] for r in results}):
-        subset = [r for r in results if r["task"] == task]
-        shown = tables.validation_view(subset) if args.split == "val" else subset
-        rendered = tables.render(shown, args.format, reference=args.reference, test_stat=args.test_stat)
-        print(f"Task {task}\n\nAccuracy ({args.split})\n{rendered['accuracy']}\n\nTiming ({tables.hardware_line(subset)})\n{rendered['timing']}\n")
-        tables.write_tables(subset, folder if len({r['task'] for r in results}) == 1 else folder / task,
-                            reference=args.reference, test_stat=args.test_stat, split=args.split)
+    given = tables.TableOptions(args.reference, args.test_stat, args.split or "test")
+    writes, mixed = [], []
+    for where, subset in tables.table_folders(results).items():
+        recorded = tables.recorded_options(where)
+        options = given if recorded is None or any((args.reference, args.test_stat, args.split)) else recorded
+        if options.split == "val" and options.reference:
+            raise ConfigError("--split val shows validation metrics only; significance tests use the test split's "
+                              "per-query ranks, so drop --reference")
+        machines = tables.by_machine(subset)
+        for name, runs in machines.items():
+            shown = tables.validation_view(runs) if options.split == "val" else runs
+            rendered = tables.render(shown, args.format, reference=options.reference, test_stat=options.test_stat)
+            print(f"{where} (task {runs[0]['task']}{f'; {name}' if len(machines) > 1 else ''})\n\n"
+                  f"Accuracy ({options.split})\n{rendered['accuracy']}\n\n"
+                  f"Timing ({tables.hardware_line(runs)})\n{rendered['timing']}\n")
+        if len(machines) > 1:
+            mixed.append(f"{where} ({len(machines)} machines: {'; '.join(machines)})")
+        writes.append((where, subset, options))
+    if not args.write:
+        return 0
+    if mixed:  # checked before anything is written
+        raise ConfigError(f"not written: {', '.join(mixed)} hold runs timed on different hardware, whose rows would "
+                          "average unlike times; move each machine's runs into a folder of its own (e.g. "
+                          "results/gpu/<task>) and write each folder's tables")
+    for where, subset, options in writes:
+        paths = tables.write_tables(subset, where, reference=options.reference, test_stat=options.test_stat,
+                                    split=options.split)
+        print(f"wrote {', '.join(str(p) for p in paths)}")
     return 0
 
 
@@ -733,6 +789,24 @@ def cmd_report(args: argparse.Namespace) -> int:
     from harness.report import site
 
     return site.cmd(args)
+
+
+def cmd_claims(args: argparse.Namespace) -> int:
+    from harness.report import claims
+
+    ledger = Path(args.ledger) if args.ledger else claims.DEFAULT_LEDGER
+    lines = claims.judge(ledger, Path(args.root) if args.root else None)
+    print(claims.render(lines, args.format))
+    print(f"\n{claims.summary(lines)}. Why:")
+    for line in lines:
+        print(f"  {line.claim_id} ({line.evidence or 'not measured'}): {line.verdict}: {line.why}")
+    if not args.check:
+        return 0
+    changed = claims.check(lines)
+    for message in changed:
+        print(f"verdict changed: {message}", file=sys.stderr)
+    print(f"\n{len(changed)} verdict(s) differ from {ledger}" if changed else f"\nevery verdict matches {ledger}")
+    return 1 if changed else 0
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -772,7 +846,7 @@ def main(argv: list[str] | None = None) -> int:
         registry.set_include(getattr(args, "include", []))
         provenance.set_command(sys.argv[1:] if argv is None else argv)
         handler = {"run": cmd_run, "rerun": cmd_rerun, "list": cmd_list, "table": cmd_table, "plot": cmd_plot, "clusters": cmd_clusters,
-                   "ensemble": cmd_ensemble, "compare": cmd_compare, "report": cmd_report, "status": cmd_status,
+                   "ensemble": cmd_ensemble, "compare": cmd_compare, "report": cmd_report, "status": cmd_status, "claims": cmd_claims,
                    "bench": cmd_bench}[args.command]
         code = handler(args)
         _plugin_warnings()

@@ -50,11 +50,34 @@ def test_run_writes_result_files_and_tables(two_runs):
     assert " ± " in (two_runs / "accuracy.md").read_text()  # two seeds: mean ± std
 
 
-def test_table_rerenders_from_files(two_runs, capsys):
-    (two_runs / "accuracy.md").unlink()
+def test_table_prints_and_writes_only_with_write(two_runs, capsys):
+    before = {p: p.read_bytes() for p in two_runs.glob("*.*")}
+    (two_runs / "accuracy.md").write_text(before[two_runs / "accuracy.md"].decode().replace(
+        "--write", "--reference contrastive --write", 1))  # the options the folder's tables record
     assert run_cli("table", str(two_runs)) == 0
-    assert (two_runs / "accuracy.md").exists()
-    assert "swamp" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "swamp" in out and "Δ vs contrastive" in out  # printed with the recorded reference
+    assert (two_runs / "timing.md").read_bytes() == before[two_runs / "timing.md"]  # nothing written
+    (two_runs / "accuracy.md").unlink()
+    assert run_cli("table", str(two_runs)) == 0 and not (two_runs / "accuracy.md").exists()
+    assert run_cli("table", str(two_runs), "--write") == 0
+    assert (two_runs / "accuracy.md").exists() and "wrote" in capsys.readouterr().out
+
+
+def test_table_never_averages_two_machines(two_runs, capsys):
+    path = next(two_runs.glob("swamp/seed0.json"))
+    other = two_runs / "swamp" / "seed2.json"
+    data = json.loads(path.read_text())
+    data["seed"] = 2
+    data["environment"]["hardware"]["gpu"] = {"name": "NVIDIA H100 80GB HBM3", "driver": "580"}
+    data["environment"]["hardware"]["device"] = "cuda"
+    other.write_text(json.dumps(data))
+    before = (two_runs / "timing.md").read_bytes()
+    assert run_cli("table", str(two_runs), "--write") == 2
+    captured = capsys.readouterr()
+    assert "hold runs timed on different hardware" in captured.err and "NVIDIA H100" in captured.err
+    assert captured.out.count("Accuracy (test)") == 2  # one table per machine, printed
+    assert (two_runs / "timing.md").read_bytes() == before  # and nothing written
 
 
 def test_same_seed_twice_gives_identical_metrics(tiny_task, tmp_path):
@@ -79,6 +102,7 @@ def test_overrides_get_their_own_folder(tiny_task, tmp_path):
     (["--epochs", "0"], "--epochs"),
     (["--device", "cuda:7" if not __import__("torch").cuda.is_available() else "tpu"], "device"),
     (["--reference", "contrastive", "--test-stat", "mAP"], "unknown statistic to test 'mAP'"),
+    (["--reference", "contrastive", "--test-stat", "rsum"], "unknown statistic to test 'rsum'"),
     (["--set", "contrastive.loss=hinge"], "unknown value 'hinge'"),
     (["--set", "train.collapse_patience=-1"], "collapse_patience must be >= 0"),
 ])
@@ -146,5 +170,5 @@ def test_reference_must_be_one_of_the_runs(tiny_task, tmp_path, capsys):
 def test_validation_table_has_no_significance(two_runs, capsys):
     assert run_cli("table", str(two_runs), "--split", "val", "--reference", "contrastive") == 2
     assert "drop --reference" in capsys.readouterr().err
-    assert run_cli("table", str(two_runs), "--split", "val") == 0
+    assert run_cli("table", str(two_runs), "--split", "val", "--write") == 0
     assert "Accuracy (val)" in capsys.readouterr().out and (two_runs / "validation.md").exists()

@@ -4,8 +4,6 @@ writing, gives the same bytes. A change to the tables, the statistics or the res
 a committed number fails here until the tables are regenerated (and the change is explained)."""
 from __future__ import annotations
 
-import argparse
-import shlex
 from pathlib import Path
 
 import pytest
@@ -26,19 +24,16 @@ def generated_tables() -> list[Path]:
     return found
 
 
-def table_command(path: Path) -> argparse.Namespace:
-    line = path.read_text(encoding="utf-8").splitlines()[0]
-    words = shlex.split(line[len(HEADER):].rstrip().removesuffix("-->").rstrip().rstrip("`"))
-    parser = argparse.ArgumentParser()
-    parser.add_argument("folder")
-    parser.add_argument("--reference")
-    parser.add_argument("--test-stat")
-    parser.add_argument("--split", default="test")
-    return parser.parse_args(words)
+def table_command(path: Path) -> tuple[str, str | None, str | None, str]:
+    """(folder, reference, test stat, split) of the command in a generated table's first line, which names the
+    folder the table lies in."""
+    folder = path.parent.relative_to(ROOT)
+    assert path.read_text(encoding="utf-8").startswith(f"{HEADER}{folder} "), f"{path} names another folder"
+    options = tables.recorded_options(path.parent)
+    return str(folder), options.reference, options.test_stat, options.split
 
 
-COMMANDS = sorted({(a.folder, a.reference, a.test_stat, a.split)
-                   for a in map(table_command, generated_tables())})
+COMMANDS = sorted(set(map(table_command, generated_tables())))
 
 
 def test_tables_are_committed():

@@ -152,8 +152,21 @@ def test_significance_columns_can_test_map(results):
         [r["metrics"]["a2b/mAP"] for r in results[:3]])
     assert delta == pytest.approx(expected, abs=0.01)
     assert swamp[-1].endswith("(3/3)") and "a2b mAP column" in text and "and mAP cells" in text
-    with pytest.raises(ConfigError, match=r"unknown statistic to test 'MedR'.*valid: R@1, R@5, mAP"):
-        tables.render(results, "md", reference="contrastive", test_stat="MedR")
+    medr = _rows(tables.render(results, "md", reference="contrastive", test_stat="MedR")["accuracy"])["swamp"]
+    assert medr[-1] == "–" and medr[-2] != "–"  # a median has a test over seeds, none over queries
+    with pytest.raises(ConfigError, match=r"unknown statistic to test 'R@10'.*valid: .*MedR.*a2b/mAP"):
+        tables.render(results, "md", reference="contrastive", test_stat="R@10")
+
+
+def test_test_stat_names_a_direction_or_rsum(results):
+    metrics = {"directions": ["i2t", "t2i"], "ks": [1, 5], "rsum": True}
+    assert tables.tested_column(metrics, None) == 0
+    assert tables.tested_column(metrics, "MedR") == 2
+    assert tables.tested_column(metrics, "t2i/R@5") == 4
+    assert tables.tested_column(metrics, "rsum") == 6  # after both directions' R@1, R@5, MedR
+    assert tables.tested_label(metrics, "t2i/R@5") == "t2i R@5" and tables.tested_label(metrics, None) == "i2t R@1"
+    with pytest.raises(ConfigError, match="rsum"):
+        tables.tested_column({**metrics, "rsum": False}, "rsum")
 
 
 def test_validation_view_shows_the_selected_epochs_validation_metrics(results, tmp_path):

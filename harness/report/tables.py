@@ -7,8 +7,10 @@ phase, and each method's step and test time relative to a reference.
 """
 from __future__ import annotations
 
+import shlex
 import statistics
 from collections import defaultdict
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -59,7 +61,7 @@ def accuracy_rows(results: list[dict[str, Any]], reference: str | None = None,
     first = results[0]
     metrics = first["config"]["metrics"]
     stat_names = column_stats(metrics)
-    tested = tested_column(stat_names, test_stat)
+    tested = tested_column(metrics, test_stat)
     columns = [(f"{d} {s}", d, s) for d in metrics["directions"] for s in stat_names]
     header = ["error type", "method", "seeds"] + [c[0] for c in columns] + (["rsum"] if metrics.get("rsum") else [])
     header += [f"Δ vs {reference}", "95% CI", "p (seeds, paired t)", "p (queries, bootstrap)"] if reference else []
@@ -90,14 +92,35 @@ def column_stats(metrics: dict[str, Any]) -> list[str]:
     return [f"R@{k}" for k in metrics["ks"]] + ["MedR"] + _precision_stats(metrics)
 
 
-def tested_column(stat_names: list[str], test_stat: str | None) -> int:
-    """Index of the statistic the significance columns test (the first one unless ``test_stat``); a
-    statistic that is not shown or has no test over queries raises ConfigError."""
+def test_stats(metrics: dict[str, Any]) -> list[str]:
+    """Every statistic ``--test-stat`` accepts for these metric settings: each column statistic (tested in the
+    first direction), ``<direction>/<stat>`` for any direction, and ``rsum`` when the table has it."""
+    names = column_stats(metrics)
+    return names + [f"{d}/{s}" for d in metrics["directions"] for s in names] + (["rsum"] if metrics.get("rsum") else [])
+
+
+def tested_column(metrics: dict[str, Any], test_stat: str | None) -> int:
+    """Index, among a row group's metric names (:func:`_metric_names`: every direction's statistics, then rsum),
+    of the one the significance columns test: the first unless ``test_stat`` names another
+    (:func:`test_stats`); a statistic the table does not show raises ConfigError listing those it does."""
     if test_stat is None:
         return 0
-    if test_stat not in stat_names or not stats.query_testable(f"x/{test_stat}"):
-        raise unknown("statistic to test", test_stat, [s for s in stat_names if stats.query_testable(f"x/{s}")])
-    return stat_names.index(test_stat)
+    names, directions = column_stats(metrics), list(metrics["directions"])
+    if test_stat in test_stats(metrics):
+        if test_stat == "rsum":
+            return len(directions) * len(names)
+        direction, _, stat = test_stat.rpartition("/")
+        return (directions.index(direction) if direction else 0) * len(names) + names.index(stat)
+    raise unknown("statistic to test", test_stat, test_stats(metrics))
+
+
+def tested_label(metrics: dict[str, Any], test_stat: str | None) -> str:
+    """The column a ``test_stat`` tests, as the table heads it (e.g. 'a2b R@1', 'rsum')."""
+    if test_stat == "rsum":
+        return "rsum"
+    direction, _, stat = (test_stat or "").rpartition("/")
+    first_recall = f"R@{metrics['ks'][0]}"
+    return f"{direction or metrics['directions'][0]} {stat or first_recall}"
 
 
 def validation_view(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -201,8 +224,7 @@ def accuracy_footnote(results: list[dict[str, Any]], reference: str | None, test
     if reference is None:
         return lines
     metrics = results[0]["config"]["metrics"]
-    stat = test_stat or f"R@{metrics['ks'][0]}"
-    column = f"{metrics['directions'][0]} {stat}"
+    column = tested_label(metrics, test_stat)
     column = f"first column ({column})" if test_stat is None else f"{column} column"
     cells = "recall, rsum and mAP cells" if metrics.get("map") else "recall and rsum cells"
     return lines + [
@@ -308,9 +330,9 @@ def _timing_row(name: str, runs: list[dict[str, Any]], base: list[dict[str, Any]
                 mem_field: str) -> list[str]:
     n = _folds(tag)
     step = _timing(runs, "train_step", scale=1e3)
-    (test, est), (base_test, base_est) = _test_time(runs, "total", tag), _test_time(base, "total", tag)
+    (test, est), (base_test, base_est) = test_seconds(runs, "total", tag), test_seconds(base, "total", tag)
     base_step = _timing(base, "train_step", scale=1e3)
-    parts = [_estimated_cell(*_test_time(runs, part, tag), 3) for part in ("encode", "score", "rank")]
+    parts = [_estimated_cell(*test_seconds(runs, part, tag), 3) for part in ("encode", "score", "rank")]
     scored = [r["profile"]["extrapolated"][tag]["fraction_scored"] for r in runs if _extrapolated(r, tag)]
     if scored:
         parts[1] += f" ({100 * statistics.mean(scored):.2g}% scored)"
@@ -326,7 +348,7 @@ def _pair_pass_cells(runs: list[dict[str, Any]], tag: str) -> list[str]:
     that pass's encoding of every pair and of its loss on every batch; '–' for runs without the pass."""
     total, encode, loss, estimated = [], [], [], False
     for r in runs:
-        (e, _), (l, _), (sc, est), (rk, _) = (_test_time([r], part, tag) for part in ("pair_encode", "loss", "score", "rank"))
+        (e, _), (l, _), (sc, est), (rk, _) = (test_seconds([r], part, tag) for part in ("pair_encode", "loss", "score", "rank"))
         if e and l and sc:  # a run stopped by its time budget has an extrapolated score and no rank
             total.append(e[0] + l[0] + sc[0] + sum(rk))
             encode.append(e[0])
@@ -342,7 +364,7 @@ def _extrapolated(result: dict[str, Any], tag: str) -> dict[str, Any] | None:
     return (result["profile"].get("extrapolated") or {}).get(tag)
 
 
-def _test_time(runs: list[dict[str, Any]], part: str, tag: str) -> tuple[list[float], bool]:
+def test_seconds(runs: list[dict[str, Any]], part: str, tag: str) -> tuple[list[float], bool]:
     """Per-fold seconds of test part ``part`` (encode, score, rank, total) of every run, and whether any is
     extrapolated: a run stopped by its time budget gives its extrapolated score and total times and no rank."""
     n, values, estimated = _folds(tag), [], False
@@ -358,6 +380,9 @@ def _test_time(runs: list[dict[str, Any]], part: str, tag: str) -> tuple[list[fl
         if value is not None:
             values.append(value / n)
     return values, estimated
+
+
+_test_time = test_seconds
 
 
 def _estimated_cell(values: list[float], estimated: bool, digits: int) -> str:
@@ -486,7 +511,7 @@ def table_files(results: list[dict[str, Any]], folder: Path, reference: str | No
     elif data is None:
         data = table_data(results, reference, test_stat)
     command = f"python -m harness table {folder}" + (f" --reference {reference}" if reference else "") + \
-        (f" --test-stat {test_stat}" if test_stat else "") + (" --split val" if split == "val" else "")
+        (f" --test-stat {test_stat}" if test_stat else "") + (" --split val" if split == "val" else "") + " --write"
     files = {}
     for ext in ("md", "tex"):
         for name, table in data.items():
@@ -494,3 +519,60 @@ def table_files(results: list[dict[str, Any]], folder: Path, reference: str | No
                 else f"% generated by {command}\n% {caption}\n"
             files[folder / f"{name}.{ext}"] = note + _format(*table, ext) + "\n"
     return files
+
+
+# --- which tables a folder holds, and with which options they were written --------------------------------
+
+GENERATED = "generated by `python -m harness table "
+
+
+@dataclass(frozen=True)
+class TableOptions:
+    """The options of ``harness table`` that change what a table says."""
+
+    reference: str | None = None
+    test_stat: str | None = None
+    split: str = "test"
+
+
+def recorded_options(folder: Path) -> TableOptions | None:
+    """The options ``folder``'s tables were written with, read from the command in the first line of its
+    accuracy (or validation) table; None when the folder has no generated table."""
+    for name in ("accuracy.md", "validation.md"):
+        path = folder / name
+        if not path.is_file():
+            continue
+        with open(path, encoding="utf-8") as f:
+            line = f.readline()
+        at = line.find(GENERATED)
+        if at < 0:
+            continue
+        words = shlex.split(line[at + len(GENERATED):].split("`", 1)[0])
+        flags = {flag: words[i + 1] for i, flag in enumerate(words[:-1]) if flag.startswith("--")}
+        return TableOptions(flags.get("--reference"), flags.get("--test-stat"), flags.get("--split", "test"))
+    return None
+
+
+def table_folders(results: list[dict[str, Any]]) -> dict[Path, list[dict[str, Any]]]:
+    """Result dicts (as :func:`harness.store.schema.load_results` reads them) grouped by the folder their
+    tables belong in: the folder holding each run's folder (``<out>/<task>`` for ``run --out OUT``)."""
+    folders: dict[Path, list[dict[str, Any]]] = defaultdict(list)
+    for r in results:
+        folders[Path(r["_path"]).parent.parent].append(r)
+    return dict(sorted(folders.items()))
+
+
+def machine(result: dict[str, Any]) -> str:
+    """The hardware a result was timed on: the GPU's name, or the CPU's model and core count."""
+    hw = result["environment"]["hardware"]
+    gpu = (hw.get("gpu") or {}).get("name")
+    return f"{gpu} ({hw['device']})" if gpu else f"{hw['cpu']}, {hw['cores']} cores ({hw['device']})"
+
+
+def by_machine(results: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """Result dicts grouped by :func:`machine`, in first-seen order: runs timed on different hardware are
+    never averaged into one row."""
+    groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for r in results:
+        groups[machine(r)].append(r)
+    return dict(groups)

@@ -1,0 +1,265 @@
+"""A ledger of a paper's claims, each judged from committed result files by a stated rule.
+
+A ledger is a YAML file (``claims/<paper>.yaml``): the paper's title, the rules' settings, and a list of
+claims, each a finding of the paper in one line with its published number and one or more pieces of
+evidence. A piece of evidence names a results folder and one statistic measured there:
+
+* ``ratio: {of: RUN, to: RUN, phase: test|step, protocol: 5folds}``: the ratio of the two runs' mean time
+  (whole test retrieval per fold, or median training step), as the timing table computes it;
+* ``difference: {of: RUN, to: RUN, metric: a2b/R@1, expect: higher|lower}``: the mean over common seeds of
+  RUN − RUN on a test metric, with a paired t-test over seeds (a paired bootstrap over test queries when the
+  runs share a single seed);
+* ``not_measured: WHY``: the claim cannot be measured here (no data, no GPU), and why.
+
+Each computed verdict is one of :data:`VERDICTS`; the file records the verdict expected of each piece of
+evidence, and :func:`check` lists those that differ, so that a change of science fails a build the way
+the benchmark gate's change of speed does.
+"""
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from tabulate import tabulate
+
+from harness.errors import ConfigError
+from harness.report import stats, tables
+from harness.store.schema import load_results
+
+REPRODUCED, DIRECTION, NOT_REPRODUCED, NOT_MEASURED = "reproduced", "direction only", "not reproduced", \
+    "not measured here"
+VERDICTS = (REPRODUCED, DIRECTION, NOT_REPRODUCED, NOT_MEASURED)
+DEFAULT_LEDGER = Path("claims") / "swamp-aistats2023.yaml"
+RULES = {"alpha": 0.05, "ratio_tolerance": 2.0}
+_EVIDENCE_KINDS = ("ratio", "difference", "not_measured")
+
+
+@dataclass(frozen=True)
+class Line:
+    """One piece of evidence for one claim, judged."""
+
+    claim_id: str
+    claim: str
+    paper: str
+    ours: str
+    interval: str
+    verdict: str
+    recorded: str | None
+    why: str
+    hardware: str
+    evidence: str  # the results folder ('' when not measured)
+
+
+def load(path: Path) -> dict[str, Any]:
+    """The ledger at ``path``, checked: every claim has an id, a one-line claim, and evidence of a known kind
+    with a recorded verdict among :data:`VERDICTS`."""
+    if not path.is_file():
+        raise ConfigError(f"no claims ledger at {path}; give its path (e.g. {DEFAULT_LEDGER})")
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as err:
+        raise ConfigError(f"{path} is not valid YAML: {err}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("claims"), list) or not data["claims"]:
+        raise ConfigError(f"{path} must hold a mapping with a non-empty list under claims:")
+    unknown_rules = set(data.get("rules") or {}) - set(RULES)
+    if unknown_rules:
+        raise ConfigError(f"{path}: unknown rule setting(s) {sorted(unknown_rules)}; valid: {sorted(RULES)}")
+    seen: set[str] = set()
+    for i, claim in enumerate(data["claims"]):
+        where = f"{path}: claims[{i}]"
+        if not isinstance(claim, dict) or not claim.get("id") or not claim.get("claim"):
+            raise ConfigError(f"{where} needs an id: and a one-line claim:")
+        if claim["id"] in seen:
+            raise ConfigError(f"{where}: id {claim['id']!r} is used twice; give each claim its own id")
+        seen.add(claim["id"])
+        evidence = claim.get("evidence")
+        if not isinstance(evidence, list) or not evidence:
+            raise ConfigError(f"{where} ({claim['id']}) needs a list under evidence:")
+        for j, item in enumerate(evidence):
+            kinds = [k for k in _EVIDENCE_KINDS if k in (item or {})]
+            if len(kinds) != 1:
+                raise ConfigError(f"{where} ({claim['id']}) evidence[{j}] needs exactly one of "
+                                  f"{', '.join(_EVIDENCE_KINDS)}")
+            if item.get("verdict") not in VERDICTS:
+                raise ConfigError(f"{where} ({claim['id']}) evidence[{j}] records verdict {item.get('verdict')!r}; "
+                                  f"valid: {', '.join(VERDICTS)}")
+            if kinds[0] != "not_measured" and not item.get("results"):
+                raise ConfigError(f"{where} ({claim['id']}) evidence[{j}] needs results: (a results folder)")
+    return data
+
+
+def judge(path: Path, root: Path | None = None) -> list[Line]:
+    """Every piece of evidence of the ledger at ``path``, measured from the result files under ``root``
+    (default: the folder holding the ledger's ``claims/`` folder) and judged."""
+    ledger = load(path)
+    root = path.resolve().parent.parent if root is None else root
+    rules = {**RULES, **(ledger.get("rules") or {})}
+    cache: dict[Path, list[dict[str, Any]]] = {}
+    lines = []
+    for claim in ledger["claims"]:
+        for item in claim["evidence"]:
+            lines.append(_judge_one(claim, item, root, rules, cache))
+    return lines
+
+
+def check(lines: list[Line]) -> list[str]:
+    """One message per piece of evidence whose verdict differs from the one the ledger records."""
+    return [f"{line.claim_id} ({line.evidence or 'not measured'}): the ledger records {line.recorded!r}, the "
+            f"results now give {line.verdict!r} ({line.why})" for line in lines if line.verdict != line.recorded]
+
+
+def render(lines: list[Line], fmt: str = "simple", link_prefix: str = "") -> str:
+    """The ledger as a table: claim, paper, ours (with its interval), verdict, hardware and evidence;
+    ``link_prefix`` turns the evidence folders into Markdown links (relative to where the table is shown)."""
+    rows = []
+    for line in lines:
+        evidence = line.evidence or "–"
+        if line.evidence and fmt in ("md", "github"):
+            evidence = f"[{line.evidence}]({link_prefix}{line.evidence}/)"
+        ours = line.ours + (f" {line.interval}" if line.interval else "")
+        rows.append([line.claim, line.paper, ours, line.verdict, line.hardware or "–", evidence])
+    header = ["claim", "paper", "ours (95% CI or range)", "verdict", "hardware", "evidence"]
+    return tabulate(rows, header, tablefmt="github" if fmt == "md" else fmt, disable_numparse=True)
+
+
+def summary(lines: list[Line]) -> str:
+    """'12 pieces of evidence: 4 reproduced, ...' in the order of :data:`VERDICTS`."""
+    counts = {v: sum(1 for line in lines if line.verdict == v) for v in VERDICTS}
+    return f"{len(lines)} pieces of evidence for {len({line.claim_id for line in lines})} claims: " + \
+        ", ".join(f"{n} {v}" for v, n in counts.items() if n)
+
+
+# --- one piece of evidence -----------------------------------------------------------------------------------
+
+def _judge_one(claim: dict[str, Any], item: dict[str, Any], root: Path, rules: dict[str, Any],
+               cache: dict[Path, list[dict[str, Any]]]) -> Line:
+    base = dict(claim_id=str(claim["id"]), claim=str(claim["claim"]), recorded=item["verdict"])
+    if "not_measured" in item:
+        kinds = {k for other in claim["evidence"] for k in ("ratio", "difference") if k in other}
+        unit = "×" if kinds == {"ratio"} else "pp" if kinds == {"difference"} else ""
+        return Line(**base, paper=_paper(claim, unit), ours="–", interval="", verdict=NOT_MEASURED,
+                    why=str(item["not_measured"]), hardware="", evidence="")
+    folder = Path(item["results"])
+    if folder not in cache:
+        where = root / folder
+        cache[folder] = load_results(where) if where.is_dir() else []
+    results = cache[folder]
+    try:
+        if "ratio" in item:
+            return _ratio(base, claim, item["ratio"], results, folder, rules)
+        return _difference(base, claim, item["difference"], results, folder, rules)
+    except _Missing as missing:
+        return Line(**base, paper=_paper(claim), ours="–", interval="", verdict=NOT_MEASURED, why=str(missing),
+                    hardware="", evidence=str(folder))
+
+
+class _Missing(Exception):
+    """The evidence's runs are not among the result files."""
+
+
+def _runs(results: list[dict[str, Any]], name: str, folder: Path) -> list[dict[str, Any]]:
+    runs = [r for r in results if r["run_name"] == name]
+    if not runs:
+        raise _Missing(f"{folder} has no result files of run {name!r}")
+    return runs
+
+
+def _hardware(runs: list[dict[str, Any]]) -> str:
+    return "; ".join(dict.fromkeys(tables.machine(r).split(" (")[0] for r in runs))
+
+
+def _paper(claim: dict[str, Any], unit: str = "") -> str:
+    value = claim.get("paper")
+    if value is None:
+        return "–"
+    if isinstance(value, (int, float)):
+        return f"{value:+.2f}" if unit == "pp" else f"{value:.1f}×" if unit == "×" else f"{value:g}"
+    return str(value)
+
+
+def _ratio(base: dict[str, Any], claim: dict[str, Any], spec: dict[str, Any], results: list[dict[str, Any]],
+           folder: Path, rules: dict[str, Any]) -> Line:
+    phase, protocol = spec.get("phase", "test"), spec.get("protocol", "")
+    if phase not in ("test", "step"):
+        raise ConfigError(f"claim {base['claim_id']}: ratio phase {phase!r}; valid: test, step")
+    tag = f"@{protocol}" if protocol else ""
+    of, to = _runs(results, spec["of"], folder), _runs(results, spec["to"], folder)
+
+    def seconds(runs: list[dict[str, Any]]) -> tuple[dict[int, float], bool]:
+        if phase == "step":
+            return {r["seed"]: r["profile"]["timing"]["train_step"]["median_s"] for r in runs
+                    if "train_step" in r["profile"]["timing"]}, False
+        values, estimated = {}, False
+        for r in runs:
+            v, est = tables.test_seconds([r], "total", tag)
+            if v:
+                values[r["seed"]] = v[0]
+                estimated |= est
+        return values, estimated
+
+    (num, est_num), (den, est_den) = seconds(of), seconds(to)
+    if not num or not den:
+        raise _Missing(f"{folder}: no {phase} time{f' ({protocol})' if protocol else ''} for "
+                       f"{spec['of'] if not num else spec['to']}")
+    ours = statistics.mean(num.values()) / statistics.mean(den.values())
+    common = sorted(set(num) & set(den))
+    interval = ""
+    if len(common) >= 2:
+        per_seed = [num[s] / den[s] for s in common]
+        interval = f"[{min(per_seed):.1f}, {max(per_seed):.1f}]"
+    paper = float(claim["paper"])
+    tolerance = float(spec.get("tolerance", rules["ratio_tolerance"]))
+    if paper / tolerance <= ours <= paper * tolerance:
+        verdict, why = REPRODUCED, f"within a factor {tolerance:g} of the paper's {paper:g}×"
+    elif (ours > 1) == (paper > 1):
+        verdict, why = DIRECTION, f"same side of 1× as the paper's {paper:g}×, beyond a factor {tolerance:g}"
+    else:
+        verdict, why = NOT_REPRODUCED, f"the other side of 1× from the paper's {paper:g}×"
+    estimated = est_num or est_den
+    if estimated:
+        why += "; extrapolated from a time budget"
+    return Line(**base, paper=_paper(claim, "×"), ours=("≈" if estimated else "") + f"{ours:.1f}×",
+                interval=interval, verdict=verdict, why=why, hardware=_hardware(of), evidence=str(folder))
+
+
+def _difference(base: dict[str, Any], claim: dict[str, Any], spec: dict[str, Any], results: list[dict[str, Any]],
+                folder: Path, rules: dict[str, Any]) -> Line:
+    expect = spec.get("expect", "higher")
+    if expect not in ("higher", "lower"):
+        raise ConfigError(f"claim {base['claim_id']}: expect {expect!r}; valid: higher, lower")
+    metric, alpha = spec["metric"], float(rules["alpha"])
+    of, to = _runs(results, spec["of"], folder), _runs(results, spec["to"], folder)
+    mine, theirs = stats.seed_values(of, metric), stats.seed_values(to, metric)
+    common = sorted(set(mine) & set(theirs))
+    if not common:
+        raise _Missing(f"{folder}: {spec['of']} and {spec['to']} share no seed with {metric}")
+    diffs = [mine[s] - theirs[s] for s in common]
+    diff = statistics.mean(diffs)
+    if len(common) >= 2:
+        test = stats.paired_seed_test(mine, theirs)
+        ci = stats.summarize(diffs).ci
+        p, how = test.p, f"paired t over {len(common)} seeds"
+    else:
+        cmp = stats.compare_runs([r for r in of if r["seed"] == common[0]], [r for r in to if r["seed"] == common[0]],
+                                 metric, n_resamples=tables.N_RESAMPLES)
+        boot = cmp.bootstrap.get(common[0])
+        p, ci = (boot.p, boot.ci) if boot else (None, None)
+        how = "paired bootstrap over test queries, 1 seed" if boot else "1 seed, no per-query ranks"
+    interval = f"[{ci[0]:+.2f}, {ci[1]:+.2f}]" if ci and all(math.isfinite(c) for c in ci) else ""
+    sign = 1 if expect == "higher" else -1
+    p_text = "no test" if p is None else f"p = {p:.3f}" if p >= 0.001 else "p < 0.001"
+    if diff * sign > 0 and p is not None and p < alpha:
+        verdict, why = REPRODUCED, f"{expect} as the paper says, {p_text} ({how})"
+    elif diff * sign > 0:
+        verdict, why = DIRECTION, f"{expect} as the paper says, but {p_text} ({how}) is not below {alpha:g}"
+    else:
+        significant = p is not None and p < alpha and diff != 0
+        verdict, why = NOT_REPRODUCED, (f"{'lower' if expect == 'higher' else 'higher'} than the paper says"
+                                        f"{', significantly' if significant else ''}, {p_text} ({how})")
+    paper = _paper(claim, "pp") if isinstance(claim.get("paper"), (int, float)) else _paper(claim)
+    return Line(**base, paper=paper, ours=f"{diff:+.2f}", interval=interval, verdict=verdict, why=why,
+                hardware=_hardware(of), evidence=str(folder))

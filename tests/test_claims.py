@@ -1,0 +1,179 @@
+"""The claims ledger (``python -m harness claims``): its verdict rules on known answers, the committed ledger
+against the committed results and the README's copy of it, a hidden shift in generated results caught by
+``--check``, and the ledger's input errors."""
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from harness.cli import main
+from harness.errors import ConfigError
+from harness.report import claims, tables
+
+ROOT = Path(__file__).resolve().parent.parent
+LEDGER = ROOT / "claims" / "swamp-aistats2023.yaml"
+README_START, README_END = "<!-- claims ledger: start -->", "<!-- claims ledger: end -->"
+
+
+def _copy_runs(src: Path, dst: Path, runs: list[str]) -> None:
+    for run in runs:
+        shutil.copytree(src / run, dst / run)
+
+
+def _edit(path: Path, change) -> None:
+    data = json.loads(path.read_text())
+    change(data)
+    path.write_text(json.dumps(data))
+
+
+def _ledger(tmp_path: Path, evidence: dict, paper, verdict: str) -> Path:
+    path = tmp_path / "claims" / "ledger.yaml"
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(yaml.safe_dump({"paper": "test", "claims": [
+        {"id": "c", "claim": "a claim", "paper": paper, "evidence": [{**evidence, "verdict": verdict}]}]}))
+    return path
+
+
+@pytest.fixture
+def synthetic(tmp_path: Path) -> Path:
+    """Five seeds each of contrastive and SwAMP, copied from the committed synthetic runs."""
+    _copy_runs(ROOT / "results" / "synthetic", tmp_path / "results" / "synthetic", ["contrastive", "swamp"])
+    return tmp_path
+
+
+def test_committed_ledger_matches_the_committed_results(capsys):
+    assert main(["claims", str(LEDGER), "--check"]) == 0
+    out = capsys.readouterr().out
+    lines = claims.judge(LEDGER)
+    assert len(lines) == sum(len(c["evidence"]) for c in claims.load(LEDGER)["claims"]) >= 20
+    assert {line.verdict for line in lines} <= set(claims.VERDICTS)
+    assert all(line.why for line in lines) and "every verdict matches" in out
+    for line in lines:  # one row per piece of evidence, each with its verdict
+        assert line.verdict in out and line.claim_id in out
+
+
+def test_readme_shows_the_generated_ledger():
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert README_START in text and README_END in text, "README lacks the generated claims ledger"
+    shown = text.split(README_START, 1)[1].split(README_END, 1)[0].strip()
+    lines = claims.judge(LEDGER)
+    expected = f"{claims.render(lines, 'md')}\n\n{claims.summary(lines)}."
+    assert shown == expected, "the README's ledger is stale: regenerate it with `python -m harness claims " \
+        "--format md` (the table and the summary line under it)"
+
+
+def test_check_fails_when_a_hidden_shift_flips_a_verdict(synthetic, capsys):
+    evidence = {"results": "results/synthetic",
+                "difference": {"of": "swamp", "to": "contrastive", "metric": "a2b/class_R@1", "expect": "higher"}}
+    ledger = _ledger(synthetic, evidence, 4.1, "reproduced")
+    assert main(["claims", str(ledger), "--check"]) == 0
+    for path in (synthetic / "results" / "synthetic" / "swamp").glob("seed*.json"):  # SwAMP loses 3 points
+        _edit(path, lambda d: d["metrics"].update({"a2b/class_R@1": d["metrics"]["a2b/class_R@1"] - 3.0}))
+    capsys.readouterr()
+    assert main(["claims", str(ledger), "--check"]) == 1
+    captured = capsys.readouterr()
+    assert "records 'reproduced', the results now give 'not reproduced'" in captured.err
+    assert "1 verdict(s) differ" in captured.out
+
+
+def test_check_fails_when_a_timing_ratio_moves(tmp_path, capsys):
+    src = ROOT / "results" / "gpu" / "flickr30k_shapes"
+    _copy_runs(src, tmp_path / "results" / "flickr", ["scan@scorer=original", "swamp_par"])
+    evidence = {"results": "results/flickr", "ratio": {"of": "scan@scorer=original", "to": "swamp_par"}}
+    ledger = _ledger(tmp_path, evidence, 88.7, "reproduced")
+    assert main(["claims", str(ledger), "--check"]) == 0
+    slow = tmp_path / "results" / "flickr" / "swamp_par" / "seed0.json"
+    _edit(slow, lambda d: d["profile"]["timing"]["test_total"].update(
+        median_s=d["profile"]["timing"]["test_total"]["median_s"] * 10))  # SwAMP-PAR's test 10x slower
+    assert main(["claims", str(ledger), "--check"]) == 1
+    assert "now give 'direction only'" in capsys.readouterr().err
+
+
+def _line(tmp_path, evidence, paper=None):
+    return claims.judge(_ledger(tmp_path, evidence, paper, "reproduced"))[0]
+
+
+def test_ratio_rule_on_known_answers(tmp_path):
+    src = ROOT / "results" / "gpu" / "flickr30k_shapes"
+    _copy_runs(src, tmp_path / "results" / "f", ["scan@scorer=original", "swamp_par"])
+    seconds = {name: json.loads((tmp_path / "results" / "f" / name / "seed0.json").read_text())
+               ["profile"]["timing"]["test_total"]["median_s"] for name in ("scan@scorer=original", "swamp_par")}
+    ours = seconds["scan@scorer=original"] / seconds["swamp_par"]
+    spec = {"results": "results/f", "ratio": {"of": "scan@scorer=original", "to": "swamp_par"}}
+    assert _line(tmp_path, spec, ours * 1.9).verdict == claims.REPRODUCED  # within the factor 2
+    assert _line(tmp_path, spec, ours * 2.1).verdict == claims.DIRECTION
+    assert _line(tmp_path, spec, 0.5).verdict == claims.NOT_REPRODUCED  # the paper says the other is faster
+    line = _line(tmp_path, spec, ours)
+    assert line.ours == f"{ours:.1f}×" and line.hardware == "NVIDIA H100 80GB HBM3"
+    tight = {**spec, "ratio": {**spec["ratio"], "tolerance": 1.01}}
+    assert _line(tmp_path, tight, ours * 1.05).verdict == claims.DIRECTION
+
+
+def test_difference_rule_on_known_answers(synthetic):
+    folder = synthetic / "results" / "synthetic"
+
+    def judge(metric, expect):
+        spec = {"results": "results/synthetic",
+                "difference": {"of": "swamp", "to": "contrastive", "metric": metric, "expect": expect}}
+        return _line(synthetic, spec, 1.0)
+
+    def metric_of(run, seed, metric):
+        return json.loads((folder / run / f"seed{seed}.json").read_text())["metrics"][metric]
+
+    diffs = [metric_of("swamp", s, "a2b/class_R@1") - metric_of("contrastive", s, "a2b/class_R@1") for s in range(5)]
+    line = judge("a2b/class_R@1", "higher")
+    assert line.ours == f"{sum(diffs) / 5:+.2f}" and line.verdict == claims.REPRODUCED
+    assert "paired t over 5 seeds" in line.why
+    assert judge("a2b/class_R@1", "lower").verdict == claims.NOT_REPRODUCED
+    for path in (folder / "swamp").glob("seed*.json"):  # SwAMP far below contrastive on every seed
+        _edit(path, lambda d: d["metrics"].update({"a2b/R@1": d["metrics"]["a2b/R@1"] - 50.0}))
+    lower = judge("a2b/R@1", "higher")
+    assert lower.verdict == claims.NOT_REPRODUCED and "significantly" in lower.why
+    assert judge("a2b/R@1", "lower").verdict == claims.REPRODUCED
+
+
+def test_missing_runs_are_not_measured_and_named(synthetic):
+    spec = {"results": "results/synthetic", "difference": {"of": "swamp@K=3", "to": "contrastive",
+                                                           "metric": "a2b/R@1"}}
+    line = _line(synthetic, spec)
+    assert line.verdict == claims.NOT_MEASURED and "no result files of run 'swamp@K=3'" in line.why
+
+
+@pytest.mark.parametrize("claim, message", [
+    ({"id": "x", "claim": "c", "evidence": [{"not_measured": "no data", "verdict": "maybe"}]}, "valid: reproduced"),
+    ({"id": "x", "claim": "c", "evidence": []}, "needs a list under evidence"),
+    ({"id": "x", "claim": "c", "evidence": [{"verdict": "reproduced"}]}, "needs exactly one of"),
+    ({"id": "x", "claim": "c", "evidence": [{"ratio": {"of": "a", "to": "b"}, "verdict": "reproduced"}]},
+     "needs results:"),
+    ({"claim": "c", "evidence": []}, "needs an id"),
+])
+def test_ledger_errors_name_the_problem(tmp_path, capsys, claim, message):
+    path = tmp_path / "ledger.yaml"
+    path.write_text(yaml.safe_dump({"claims": [claim]}))
+    with pytest.raises(ConfigError, match=message):
+        claims.load(path)
+    assert main(["claims", str(path)]) == 2 and message in capsys.readouterr().err
+    assert main(["claims", str(tmp_path / "absent.yaml")]) == 2
+    assert "no claims ledger at" in capsys.readouterr().err
+
+
+def _digest(folder: Path) -> dict[str, str]:
+    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_table_and_run_leave_committed_results_untouched(tiny_task, tmp_path, monkeypatch, capsys):
+    before = _digest(ROOT / "results")
+    monkeypatch.setattr(tables, "N_RESAMPLES", 200)  # the bootstrap's cost; what is written is the question
+    monkeypatch.chdir(ROOT)
+    assert main(["table", "results"]) == 0
+    assert capsys.readouterr().out.count("Accuracy (test)") >= 30
+    monkeypatch.chdir(tmp_path)  # run's default --out is runs/, beside where it is started
+    assert main(["run", str(tiny_task), "--methods", "contrastive", "--device", "cpu", "--no-progress"]) == 0
+    assert (tmp_path / "runs" / "tiny" / "contrastive" / "seed0.json").is_file()
+    assert _digest(ROOT / "results") == before
