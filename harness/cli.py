@@ -48,6 +48,23 @@ def _unrecognized(parser: argparse.ArgumentParser, extra: list[str]) -> ConfigEr
                        f"see `{parser.prog} --help`")
 
 
+# One command per subcommand, shown under its --help; tests/test_cli.py parses every one and runs the quick ones.
+EXAMPLES = {
+    "run": "python -m harness run tasks/synthetic.yaml --methods contrastive,swamp --epochs 2",
+    "rerun": "python -m harness rerun results/synthetic/contrastive/seed0.json --check",
+    "list": "python -m harness list",
+    "table": "python -m harness table results/synthetic",
+    "plot": "python -m harness plot results/synthetic_ablations --x swamp.K --reference contrastive --out runs/plots/K",
+    "clusters": "python -m harness clusters results/synthetic/swamp/seed0.json --out runs/clusters",
+    "ensemble": "python -m harness ensemble results/synthetic/contrastive/seed0.json results/synthetic/swamp/seed0.json "
+                "--out runs",
+    "compare": "python -m harness compare results/synthetic runs/synthetic",
+    "report": "python -m harness report results --out runs/site --no-figures",
+    "status": "python -m harness status results tasks/synthetic.yaml --methods contrastive,swamp --seeds 0-4",
+    "claims": "python -m harness claims --check",
+    "bench": "python -m harness bench --against HEAD~1",
+}
+
 TEST_STAT_HELP = ("statistic the significance columns test in each row group: a column's statistic (R@k, MedR, mAP, "
                   "mAP@k, P@k) in the first direction, DIRECTION/STAT (e.g. t2v/R@5) for another, or rsum "
                   "(default: the first direction's first R@k)")
@@ -121,7 +138,7 @@ def build_parser() -> argparse.ArgumentParser:
     lst = sub.add_parser("list", help="tasks and the methods each declares; registered components", parents=[plugins])
     lst.add_argument("--tasks-dir", default=str(TASKS_DIR))
     table = sub.add_parser("table", help="print the tables of saved result files; --write: write them into the folder",
-                           parents=[plugins], epilog="example: python -m harness table results/synthetic")
+                           parents=[plugins])
     table.add_argument("folder", help="results folder, e.g. results/synthetic (or results/: every set under it)")
     table.add_argument("--format", default="simple", help="console format (tabulate name; md and tex also accepted)")
     table.add_argument("--reference", default=None, metavar="RUN",
@@ -172,8 +189,7 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--no-figures", action="store_true", help="tables and provenance only (faster)")
     rep.add_argument("--no-progress", action="store_true", help="no progress bar")
     claims = sub.add_parser("claims", help="the paper's claims, each judged from the committed result files; "
-                            "--check: exit 1 when a verdict differs from the one the ledger records",
-                            epilog="example: python -m harness claims --check")
+                            "--check: exit 1 when a verdict differs from the one the ledger records")
     claims.add_argument("ledger", nargs="?", default=None,
                         help="claims ledger (YAML; default: claims/swamp-aistats2023.yaml)")
     claims.add_argument("--root", default=None, metavar="DIR",
@@ -200,6 +216,9 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--factor", type=float, default=DEFAULT_FACTOR,
                        help=f"after/before ratio that fails the gate (default: {DEFAULT_FACTOR}, from measured noise)")
     bench.add_argument("--bench", default=None, metavar="REGEX", help="only benchmarks matching REGEX (asv's -b)")
+    for name, command in sub.choices.items():
+        command.epilog = f"example: {EXAMPLES[name]}"
+        command.formatter_class = argparse.RawDescriptionHelpFormatter  # the example on one line, as typed
     parser.set_defaults(subcommands=sub.choices)
     return parser
 

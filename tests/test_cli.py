@@ -172,3 +172,46 @@ def test_validation_table_has_no_significance(two_runs, capsys):
     assert "drop --reference" in capsys.readouterr().err
     assert run_cli("table", str(two_runs), "--split", "val", "--write") == 0
     assert "Accuracy (val)" in capsys.readouterr().out and (two_runs / "validation.md").exists()
+
+
+def _example_argv(name: str) -> list[str]:
+    import shlex
+
+    from harness.cli import EXAMPLES
+
+    words = shlex.split(EXAMPLES[name])
+    assert words[:3] == ["python", "-m", "harness"] and words[3] == name
+    return words[3:]
+
+
+def test_every_command_shows_an_example_that_parses():
+    from harness.cli import EXAMPLES, build_parser
+
+    parser = build_parser()
+    commands = parser.parse_args(["list"]).subcommands
+    assert set(EXAMPLES) == set(commands)
+    for name, command in commands.items():
+        assert f"example: {EXAMPLES[name]}" in command.format_help()
+        args = parser.parse_args(_example_argv(name))
+        assert args.command == name
+        for word in _example_argv(name):  # the committed files an example names exist
+            if word.startswith(("results/", "tasks/")):
+                assert (ROOT / word).exists(), f"{name}'s example names {word}, which is not in the checkout"
+
+
+# rerun retrains a 100-epoch run and bench builds asv environments: their examples are parsed above only
+QUICK_EXAMPLES = ["run", "compare", "list", "table", "plot", "clusters", "ensemble", "report", "status", "claims"]
+
+
+@pytest.mark.slow
+def test_the_quick_examples_run(tmp_path, monkeypatch, capsys):
+    for name in ("results", "tasks", "claims"):
+        (tmp_path / name).symlink_to(ROOT / name)
+    monkeypatch.chdir(tmp_path)  # what they write goes under runs/, here
+    import shutil  # compare's example compares the committed runs with a re-run of them in runs/
+
+    shutil.copytree(ROOT / "results" / "synthetic" / "contrastive", tmp_path / "runs" / "synthetic" / "contrastive")
+    before = sorted((p, p.stat().st_mtime_ns) for p in (ROOT / "results").rglob("*") if p.is_file())
+    for name in QUICK_EXAMPLES:
+        assert main(_example_argv(name)) == 0, f"{name}'s example failed: {capsys.readouterr().err}"
+    assert sorted((p, p.stat().st_mtime_ns) for p in (ROOT / "results").rglob("*") if p.is_file()) == before
