@@ -28,7 +28,7 @@ from baselines import scan_original as original_procedure
 from baselines.scan_original import per_caption_similarity
 from benchmarks.compat import H, from_first
 
-word_counts = from_first("word_counts", "harness.data.sources.synthetic_precomp", "harness.sources.synthetic_precomp")
+word_counts = from_first("word_counts", "harness.sources.synthetic_precomp", "harness.data.sources.synthetic_precomp")
 
 SETTINGS = {"i2t": (4.0, 5.0), "t2i": (9.0, 6.0)}  # Flickr30K lambda_softmax, lambda_lse
 

@@ -1,6 +1,6 @@
 """The public API: everything a method, data source or encoder file needs, and what benchmark or
 analysis scripts use to build and time the harness's parts. Plugins (``baselines/``,
-``harness/data/sources/``, ``harness/encoders/``) and ``benchmarks/`` import from here and from each
+``harness/sources/``, ``harness/encoders/``) and ``benchmarks/`` import from here and from each
 other only; an import-linter contract in ``pyproject.toml`` keeps it so. Names here stay stable;
 the modules they come from may move (see CONTRIBUTING.md).
 

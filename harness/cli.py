@@ -671,7 +671,9 @@ def _code_changed(run, done: dict) -> str:
     if not then:
         return ""
     now = code_record(classes_of(run.spec, run.method))["files"]
-    changed = sorted(f for f in set(then) | set(now) if then.get(f) != now.get(f))
+    moved = set(then.values()) & set(now.values())  # a file that moved keeps its hash (harness/data/sources/)
+    changed = sorted(f for f in set(then) | set(now) if then.get(f) != now.get(f)
+                     and (then.get(f) or now.get(f)) not in moved)
     return f"; note: its code changed since ({', '.join(changed)})" if changed else ""
 
 

@@ -16,8 +16,8 @@ import pytest
 from harness import api
 
 ROOT = Path(__file__).resolve().parent.parent
-PLUGIN_DIRS = ("baselines", "harness/encoders", "harness/data/sources")
-PLUGIN_PACKAGES = ("baselines", "harness.encoders", "harness.data.sources")
+PLUGIN_DIRS = ("baselines", "harness/encoders", "harness/sources")
+PLUGIN_PACKAGES = ("baselines", "harness.encoders", "harness.sources")
 
 
 def lint_imports(cwd: Path, pythonpath: Path) -> subprocess.CompletedProcess:
@@ -181,3 +181,31 @@ def test_top_level_holds_at_most_ten_modules_and_each_subpackage_says_what_it_ma
         assert doc and len(doc) > 80, f"{init} needs a docstring saying what lives there"
         if init.parent.name not in ("encoders",):
             assert "import" in doc, f"{init}: say what the sub-package may import"
+
+
+def package_edges() -> set[tuple[str, str]]:
+    """(importer, imported) between the packages of harness (``harness.run``, ``harness.api``…) and
+    ``baselines``, imports inside functions included."""
+    graph = module_graph()
+
+    def package(module: str) -> str:
+        parts = module.split(".")
+        return ".".join(parts[:2]) if parts[0] == "harness" and len(parts) > 1 else parts[0]
+
+    return {(package(m), package(i)) for m in graph.modules for i in graph.find_modules_directly_imported_by(m)
+            if package(m) != package(i)}
+
+
+def test_no_package_import_runs_against_the_layer_order():
+    import tomllib
+
+    contracts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+    assert not any("ignore_imports" in c for c in contracts), "the contracts hold without exceptions"
+    rank = {name: i for i, name in enumerate(contracts[0]["layers"])}  # worker (top) … errors (bottom)
+    edges = package_edges()
+    upward = sorted((a, b) for a, b in edges if a in rank and b in rank and rank[a] > rank[b])
+    assert not upward, f"imports against the layer order: {upward}"
+    plugins = {"baselines", "harness.encoders", "harness.sources"}
+    assert {b for a, b in edges if a in plugins} <= plugins | {"harness.api"}
+    assert not {a for a, b in edges if b == "harness.api"} - plugins  # only plugins reach the facade
+    assert {b for a, b in edges if a == "harness.api"} <= set(rank)  # the facade re-exports layered packages

@@ -85,7 +85,7 @@ def test_the_method_files_of_the_docs_run_as_written(doc, head, tiny_task, tmp_p
 def test_the_minimal_source_and_encoder_of_the_docs_run_as_written(tiny_task, tmp_path):
     plugins = tmp_path / "plugins"
     plugins.mkdir()
-    for doc, head in (("docs/sources.md", "# harness/data/sources/"), ("docs/encoders.md", "# harness/encoders/")):
+    for doc, head in (("docs/sources.md", "# harness/sources/"), ("docs/encoders.md", "# harness/encoders/")):
         code = method_example(doc, head)
         stem = re.search(r"# [\w/]+/(\w+)\.py", code).group(1)
         (plugins / f"{stem}.py").write_text(code)

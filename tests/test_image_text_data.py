@@ -10,8 +10,8 @@ import torch
 from harness.data import text
 from harness.data.paired import ArrayRows
 from harness.errors import DataError
-from harness.data.sources.scan_precomp import ScanPrecomp, ScanPrecompParams, expand_root
-from harness.data.sources.synthetic_precomp import SyntheticPrecomp, SyntheticPrecompParams
+from harness.sources.scan_precomp import ScanPrecomp, ScanPrecompParams, expand_root
+from harness.sources.synthetic_precomp import SyntheticPrecomp, SyntheticPrecompParams
 
 WORDS = ["a", "dog", "runs", "on", "the", "grass", "man", "rides", "bike", "red"]
 

@@ -118,6 +118,15 @@ def test_the_skip_line_says_when_the_code_of_a_finished_run_changed(tiny_task, t
     assert cli.main(argv) == 0
     line = next(l for l in capsys.readouterr().out.splitlines() if "skipped" in l)
     assert "its code changed since" in line and "queue_infonce.py" in line
+    (result,) = (tmp_path / "out").rglob("seed0.json")  # a file that moved, unchanged, is not a change
+    data = json.loads(result.read_text())
+    files = data["code"]["files"]
+    data["code"]["files"] = {k.replace("harness/sources/", "harness/data/sources/"): v for k, v in files.items()}
+    assert data["code"]["files"] != files
+    result.write_text(json.dumps(data))
+    assert cli.main(argv) == 0
+    line = next(l for l in capsys.readouterr().out.splitlines() if "skipped" in l)
+    assert "its code changed since" in line and "sources" not in line.split("since", 1)[1]
 
 
 def run_cli(argv: list[str], capsys) -> tuple[int, str, str]:

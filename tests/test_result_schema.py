@@ -83,6 +83,6 @@ def test_a_run_writes_a_valid_result_with_its_code_record(tiny_task, tmp_path):
     data = json.loads(path.read_text())
     jsonschema.validate(data, schema.json_schema())
     files = data["code"]["files"]
-    assert {"baselines/contrastive.py", "harness/encoders/mlp.py", "harness/data/sources/synthetic_gaussian.py",
+    assert {"baselines/contrastive.py", "harness/encoders/mlp.py", "harness/sources/synthetic_gaussian.py",
             "harness/method.py"} <= set(files)
     assert len(data["code"]["sha256"]) == 64

@@ -12,7 +12,7 @@ import torch
 from harness.cli import main
 from harness.config.params import parse
 from harness.errors import ConfigError, DataError
-from harness.data.sources.qmul_sbir import QMULParams, QMULSBIR
+from harness.sources.qmul_sbir import QMULParams, QMULSBIR
 from tests import sketch_fixtures
 from tests.conftest import ROOT, write_task
 from tests.sketch_fixtures import write_image_folders

@@ -7,8 +7,8 @@ import torch
 
 from harness.errors import DataError
 from harness.config.params import parse
-from harness.data.sources.paired_arrays import PairedArrays, PairedArraysParams
-from harness.data.sources.synthetic_gaussian import SyntheticGaussian, SyntheticParams, generate
+from harness.sources.paired_arrays import PairedArrays, PairedArraysParams
+from harness.sources.synthetic_gaussian import SyntheticGaussian, SyntheticParams, generate
 
 
 def small(**kw) -> SyntheticParams:

@@ -8,7 +8,7 @@ import torch
 
 from harness.errors import DataError
 from harness.config.params import parse
-from harness.data.sources.wikipedia import Wikipedia, WikipediaParams, hold_out, read_labels
+from harness.sources.wikipedia import Wikipedia, WikipediaParams, hold_out, read_labels
 from harness.config.spec import load_task
 from tests.conftest import ROOT
 

@@ -2,7 +2,7 @@
 
 A new method, data source or encoder is a new file that decorates its class with
 ``@METHODS.register("name")`` (or ``SOURCES`` / ``ENCODERS``); :func:`discover` imports every module of
-``baselines/``, ``harness/data/sources/`` and ``harness/encoders/``, and every file of the folders given
+``baselines/``, ``harness/sources/`` and ``harness/encoders/``, and every file of the folders given
 with ``--include PATH`` or the ``SWAMP_BENCH_INCLUDE`` environment variable, so that nothing else needs
 editing. Readers of other codes' encoder weights register into :data:`STATE_FORMATS` the same way.
 
@@ -26,7 +26,7 @@ from harness.errors import ConfigError, one_line, unknown
 
 T = TypeVar("T")
 
-PLUGIN_PACKAGES = ("baselines", "harness.data.sources", "harness.encoders")
+PLUGIN_PACKAGES = ("baselines", "harness.sources", "harness.encoders")
 INCLUDE_ENV = "SWAMP_BENCH_INCLUDE"
 
 

@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 
 from harness.api import SOURCES, SPLITS, CaptionDraw, PaddedCaptions, PairedData, Split, bounded, require
-from harness.data.sources.synthetic_precomp import word_counts
+from harness.sources.synthetic_precomp import word_counts
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ Files under ``root`` (HowTo100M's ``args.py`` defaults):
 
 The public test has 1,000 clips, one sentence each. ``val_clips`` training clips (drawn with
 ``split_seed``) are held out for model selection. Clip vector and captions as in
-:mod:`harness.data.sources.howto_msrvtt`.
+:mod:`harness.sources.howto_msrvtt`.
 """
 from __future__ import annotations
 
