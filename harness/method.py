@@ -43,7 +43,7 @@ class Method(nn.Module):
         """Lines saying which of the method's settings ``params`` do not fit a training split of ``n_pairs``
         pairs taken in batches of ``batch_size`` (each naming the setting, its value, the data's size and a
         value that fits); ConfigError where the run could not mean anything. The checks before training
-        print the lines and the result file keeps them (:func:`harness.run.preflight.fit_warnings`). None by
+        print the lines and the result file keeps them (:func:`harness.run.preflight.fit_warnings`). No lines by
         default."""
         return []
 
@@ -108,13 +108,13 @@ class Method(nn.Module):
 
     def one_off_timings(self) -> dict[str, float]:
         """Seconds of one-off costs inside the training steps (a kernel compiled on first use), by key; the
-        runner records each once in the result's timing table, apart from the step times. None by default."""
+        runner records each once in the result's timing table, apart from the step times. Empty by default."""
         return {}
 
     def fitted_warnings(self) -> list[str]:
         """Lines saying what looks wrong with the model as trained or fitted (a closed-form fit that reproduces
         its training pairs exactly, say), each naming what was seen and the setting to change; the runner
-        prints them after training and the result file keeps them with the fit warnings. None by default."""
+        prints them after training and the result file keeps them with the fit warnings. No lines by default."""
         return []
 
     def start_epoch(self, epoch: int) -> None:

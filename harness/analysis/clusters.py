@@ -24,7 +24,8 @@ from harness.errors import ConfigError
 from harness.run.evaluate import encode_split
 from harness.method import Method
 from harness.config.registry import METHODS
-from harness.analysis.restore import method_config, read_json, restore_run, run_files, train_settings
+from harness.store.schema import read_result
+from harness.analysis.restore import method_config, restore_run, run_files, train_settings
 from harness.config.spec import MODALITIES
 from harness.store.io import write_json_atomic
 from harness.data.text import SPECIALS, TokenCaptions
@@ -269,7 +270,7 @@ def cmd(args: argparse.Namespace) -> int:
     if args.top_words < 0 or args.members < 0:
         raise ConfigError(f"--top-words ({args.top_words}) and --members ({args.members}) must be >= 0")
     result_file, checkpoint = run_files(Path(args.target))
-    require_prototypes(read_json(result_file), str(result_file))
+    require_prototypes(read_result(result_file), str(result_file))
     device = resolve_device(args.device)
     method, data, result = restore_run(args.target, device, getattr(args, "data_root", None))
     split = data[args.split]

@@ -26,11 +26,11 @@ from harness.ops import precision as prec
 from harness.errors import ConfigError
 from harness.method import Method
 from harness.run.profiling import Profiler
-from harness.analysis.restore import read_json, restore_run, run_files, train_settings
+from harness.analysis.restore import restore_run, run_files, train_settings
 from harness.config.registry import plugin_folders
 from harness.run.build import resolve_device
 from harness.store.provenance import environment
-from harness.store.schema import Result, result_path, write_result
+from harness.store.schema import read_result, Result, result_path, write_result
 from harness.config.spec import MetricSpec
 
 SAME = ("dataset", "metrics")  # config sections both sources must share
@@ -90,7 +90,7 @@ def ensemble(targets: list[str], device: torch.device, out: Path | None = None,
 
     started = time.perf_counter()
     paths = [run_files(Path(t))[0] for t in targets]
-    results = [read_json(p) for p in paths]
+    results = [read_result(p) for p in paths]
     settings = [train_settings(result, str(path)) for path, result in zip(paths, results)]
     check_compatible(results, paths)
     first, data, _ = restore_run(paths[0], device, data_root)

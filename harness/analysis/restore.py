@@ -34,11 +34,6 @@ def run_files(target: Path) -> tuple[Path, Path]:
     return result, checkpoint_of(target)
 
 
-def read_json(path: Path) -> dict[str, Any]:
-    """A result file, defaults filled for fields older files lack (:func:`harness.store.schema.read_result`)."""
-    return read_result(path)
-
-
 def train_settings(result: dict[str, Any], where: str) -> TrainSpec:
     """The training settings a result file records, with today's defaults for settings it predates."""
     train = (result.get("config") or {}).get("train")
@@ -64,7 +59,7 @@ def restore_run(target: str | Path, device: torch.device, data_root: str | None 
     (``data_root`` replaces ``dataset.root``) unless ``data``, already loaded, is given. Returns (method in
     eval mode on ``device``, data, result)."""
     result_file, checkpoint = run_files(Path(target))
-    result = read_json(result_file)
+    result = read_result(result_file)
     config = method_config(result, str(result_file))
     dataset = dict(config["dataset"], **({"root": data_root} if data_root else {}))
     source, source_params = component(SOURCES, dataset, "source", f"{result_file}: config.dataset")

@@ -318,7 +318,7 @@ def _folds(tag: str) -> int:
 
 
 def _baseline(groups: dict[str, list[dict[str, Any]]], method: str | None, run: str | None = None,
-              precision: str = "fp32") -> str:
+              precision: str = TrainSpec.precision) -> str:
     """Run name of the method ratios refer to: ``method`` when it ran (under ``precision`` when it ran under
     several), else the run ``run``, else the first run."""
     runs_of = [name for name, runs in groups.items() if runs[0]["method"] == method]
