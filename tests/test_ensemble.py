@@ -65,7 +65,7 @@ def test_a_run_with_itself_keeps_its_metrics(trained, tmp_path):
 def test_tables_show_the_ensemble_beside_the_published_row(trained, tmp_path):
     a, b = (_result(trained, f"{m}@train.epochs=1") for m in PAIR)
     assert main(["ensemble", str(a), str(b), "--device", "cpu"]) == 0
-    assert main(["table", str(trained), "--format", "md"]) == 0
+    assert main(["table", str(trained), "--format", "md", "--write"]) == 0
     accuracy = (trained / "accuracy.md").read_text()
     assert f"{PAIR[0]}@train.epochs=1+{PAIR[1]}@train.epochs=1" in accuracy
 

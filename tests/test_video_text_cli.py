@@ -61,7 +61,7 @@ def test_msrvtt_vgg128_task_on_the_per_video_layout(tmp_path, capsys):
     assert result["dataset"]["text"] == "learned embeddings over the training vocabulary"
     assert result["dataset"]["videos"] == [12, 4, 4] and "rsum" in result["metrics"]
     written = sorted((tmp_path / "out" / "msrvtt_vgg128").glob("*.md"))
-    assert main(["table", str(tmp_path / "out" / "msrvtt_vgg128"), "--split", "val"]) == 0
+    assert main(["table", str(tmp_path / "out" / "msrvtt_vgg128"), "--split", "val", "--write"]) == 0
     printed = capsys.readouterr().out.split("Accuracy (val)")[1].split("Timing")[0]
     assert f"{result['val_at_best']['rsum']:.2f}" in printed and "SwAMP paper" not in printed
     folder = tmp_path / "out" / "msrvtt_vgg128"
