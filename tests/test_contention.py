@@ -143,3 +143,12 @@ def test_a_quiet_start_keeps_the_threads():
     time.sleep(0.3)
     assert contention.threads_for(start, len(contention.cores())) is None
     assert contention.threads_for(contention.snapshot(), 2) is None  # watched too briefly to judge
+
+
+def test_one_thread_on_a_busy_machine_has_nothing_to_give_up(tmp_path, capsys):
+    with spinning(len(contention.cores())):
+        start = contention.snapshot()
+        time.sleep(contention.MIN_WATCHED_S)
+        assert contention.threads_for(start, 1) is None  # no "1 thread(s) instead of 1" note
+        found = contention.threads_for(start, len(contention.cores()) + 1)
+    assert found is not None and found[0] < len(contention.cores()) + 1

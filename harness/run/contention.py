@@ -190,7 +190,7 @@ def threads_for(start: Snapshot, threads: int) -> tuple[int, dict[str, Any]] | N
             return None  # a fast set-up on a machine where nothing else is running now: nothing to change
         time.sleep(MIN_WATCHED_S - watched)  # something else runs: watch long enough to count its CPU time
     record = between(start, snapshot(), threads=len(cores()))
-    free = int(len(cores()) - record["others_cores"] + SLACK_CORES)
-    if record["others_cores"] <= SLACK_CORES or free >= threads:
-        return None
-    return max(1, free), record
+    fewer = max(1, int(len(cores()) - record["others_cores"] + SLACK_CORES))
+    if record["others_cores"] <= SLACK_CORES or fewer >= threads:
+        return None  # quiet enough, or already at one thread: nothing to change, nothing to say
+    return fewer, record
