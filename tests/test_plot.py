@@ -209,6 +209,18 @@ def test_crowded_values_get_one_slot_each_and_their_ticks_do_not_touch():
     assert all(a.x1 < b.x0 for a, b in zip(boxes, boxes[1:])), "tick labels overlap"
 
 
+def test_tick_labels_at_swept_values_that_would_touch_are_shortened():
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    xs = [20, 200, 500, 1000, 2000, 3000]  # the K sweep on a log axis: '2,000' and '3,000' ran together
+    fig = draw(_points(xs), None, ("swamp.K", "a2b/R@1", "toy"), logx=True)
+    FigureCanvasAgg(fig).draw()
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["20", "200", "500", "1k", "2k", "3k"]
+    boxes = _boxes(fig, ax.get_xticklabels())
+    assert all(a.x1 < b.x0 for a, b in zip(boxes, boxes[1:])), "tick labels overlap"
+
+
 def test_the_legend_covers_no_point():
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 

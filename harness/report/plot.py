@@ -217,7 +217,35 @@ def draw(points: list[Point], reference: tuple[str, list[float]] | None, labels:
     ax.set_title(labels[2])
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0)
+    if not slots and len(xs) <= 8:
+        _untangle(fig, ax, xs)
     return fig
+
+
+def short(value: float) -> str:
+    """A tick label of a crowded axis: thousands as k ('2k', '2.5k'), else :func:`human`."""
+    return f"{value / 1e3:g}k" if 1e3 <= abs(value) < 1e6 else human(value)
+
+
+def _overlap(fig: Any, ax: Any) -> bool:
+    """Whether two neighbouring tick labels of the x axis run into each other (measured on the drawn figure)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    boxes = [t.get_window_extent(canvas.get_renderer()) for t in ax.get_xticklabels() if t.get_visible() and t.get_text()]
+    boxes.sort(key=lambda b: b.x0)
+    return any(b.x0 - a.x1 < 2 for a, b in zip(boxes, boxes[1:]))
+
+
+def _untangle(fig: Any, ax: Any, xs: list[Any]) -> None:
+    """Tick labels at the swept values that run into each other ('2,0003,000') are shortened ('2k', '3k'), and
+    when they still touch every other one is left out."""
+    if not _overlap(fig, ax):
+        return
+    ax.set_xticks(xs, [short(x) for x in xs])
+    if _overlap(fig, ax):
+        ax.set_xticks(xs, [short(x) if i % 2 == 0 else "" for i, x in enumerate(xs)])
 
 
 def _line(ax: Any, points: list[Point], xs: list[Any], shift: float, colour: str, slots: bool) -> None:
