@@ -44,6 +44,41 @@ def test_every_relative_link_resolves(doc):
     assert broken == [], f"{doc.relative_to(ROOT)} links to missing files"
 
 
+def anchors(path: Path) -> set[str]:
+    """The anchors GitHub gives a Markdown file: its headings' slugs (a repeated slug gets -1, -2, ...), outside
+    code blocks, and the ids of HTML anchors in it."""
+    from harness.report.markdown import slug
+
+    text = re.sub(r"```.*?```", "", path.read_text(encoding="utf-8"), flags=re.S)
+    found: set[str] = set()
+    for heading in re.findall(r"^#{1,6}\s+(.*?)\s*#*\s*$", text, flags=re.M):
+        name, n = slug(heading), 0
+        while (name if n == 0 else f"{name}-{n}") in found:
+            n += 1
+        found.add(name if n == 0 else f"{name}-{n}")
+    return found | set(re.findall(r"<a\s+(?:name|id)=\"([^\"]+)\"", text))
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=[str(d.relative_to(ROOT)) for d in DOCS])
+def test_every_anchor_of_a_link_between_markdown_files_names_a_heading(doc):
+    broken = []
+    for target in links(doc):
+        if re.match(r"^[a-z]+:", target) or "#" not in target:
+            continue
+        path, anchor = target.split("#", 1)
+        page = (doc.parent / path).resolve() if path else doc
+        if page.suffix == ".md" and page.is_file() and anchor not in anchors(page):
+            broken.append(target)
+    assert broken == [], f"{doc.relative_to(ROOT)} links to anchors that no heading makes"
+
+
+def test_anchors_are_github_s_heading_slugs(tmp_path):
+    page = tmp_path / "page.md"
+    page.write_text("# A results site: `harness report`\n\n## Seeds & significance\n\n## Notes\n\n## Notes\n\n"
+                    "```\n# not a heading\n```\n")
+    assert anchors(page) == {"a-results-site-harness-report", "seeds--significance", "notes", "notes-1"}
+
+
 def test_the_readme_links_every_docs_page():
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     pages = [p for p in (ROOT / "docs").glob("*.md")]

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from harness import cli
-from harness.report.plot import Axis, parse_x
+from harness.report.plot import Axis, Point, draw, evenly_spaced, human, parse_x
 from harness.store.schema import SCHEMA, result_path
 
 SWAMP = {"name": "swamp", "method": "swamp", "K": 1000, "queue": 1280, "hard": False, "strict_queue": True}
@@ -176,3 +176,60 @@ def test_ignore_refuses_a_setting_that_differs_between_the_runs(short_sweep, tmp
     assert cli.main(["plot", str(short_sweep), "--x", "swamp.K", "--out", str(tmp_path / "f"),
                      "--ignore", "train.epochs"]) == 2
     assert "--ignore train.epochs: the runs of the figure differ in it" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("value, text", [(0.351, "0.351"), (12.3, "12.3"), (1.0, "1"), (3663.67, "3,664"),
+                                         (14812.0, "14.8k"), (1.48e4, "14.8k"), (999600.0, "1M"), (1.23e6, "1.23M"),
+                                         (-14800.0, "-14.8k"), (0.00012, "0.00012")])
+def test_human_numbers_have_no_exponent(value, text):
+    assert human(value) == text
+
+
+def _points(xs: list, method: str = "swamp") -> list[Point]:
+    return [Point(method, x, {0: 80.0 + i, 1: 82.0 + i}) for i, x in enumerate(xs)]
+
+
+def _boxes(fig, artists) -> list:
+    renderer = fig.canvas.get_renderer()
+    return [a.get_window_extent(renderer) for a in artists if a.get_text()]
+
+
+def test_crowded_values_get_one_slot_each_and_their_ticks_do_not_touch():
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    xs = [0, 128, 256, 640, 1280, 2560]  # the queue sweep: on a linear axis '0', '128' and '256' ran together
+    assert evenly_spaced(xs, logx=False)
+    assert not evenly_spaced([20, 200, 500, 1000, 2000, 3000], logx=True)
+    fig = draw(_points(xs), None, ("swamp.queue", "a2b/R@1", "toy"), logx=False)
+    FigureCanvasAgg(fig).draw()
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["0", "128", "256", "640", "1,280", "2,560"]
+    assert "not to scale" in ax.get_xlabel()
+    boxes = _boxes(fig, ax.get_xticklabels())
+    assert all(a.x1 < b.x0 for a, b in zip(boxes, boxes[1:])), "tick labels overlap"
+
+
+def test_tick_labels_at_swept_values_that_would_touch_are_shortened():
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    xs = [20, 200, 500, 1000, 2000, 3000]  # the K sweep on a log axis: '2,000' and '3,000' ran together
+    fig = draw(_points(xs), None, ("swamp.K", "a2b/R@1", "toy"), logx=True)
+    FigureCanvasAgg(fig).draw()
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["20", "200", "500", "1k", "2k", "3k"]
+    boxes = _boxes(fig, ax.get_xticklabels())
+    assert all(a.x1 < b.x0 for a, b in zip(boxes, boxes[1:])), "tick labels overlap"
+
+
+def test_the_legend_covers_no_point():
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    points = _points([200, 500, 1000]) + _points([200, 500, 1000], "contrastive")
+    fig = draw(points, ("contrastive", [60.0, 64.0]), ("swamp.K", "a2b/R@1", "toy"), logx=False)
+    FigureCanvasAgg(fig).draw()
+    ax = fig.axes[0]
+    legend = ax.get_legend().get_window_extent(fig.canvas.get_renderer())
+    for p in points:
+        x, y = ax.transData.transform((p.x, p.mean))
+        assert not legend.contains(x, y), f"the legend covers the point {p.method} at {p.x}"
+    assert legend.x0 >= ax.get_window_extent().x1  # beside the axes, not on them

@@ -161,55 +161,127 @@ def seeds_label(counts: list[int]) -> str:
     return f"{lo}–{hi} seeds" if lo != hi else f"{lo} seed{'s' if lo != 1 else ''}"
 
 
+def human(value: float) -> str:
+    """A number as a reader writes it: 3 significant digits below 100 ('0.351', '12.3'), whole numbers with
+    thousands commas below 10,000 ('3,664'), then k, M and G ('14.8k', '1.23M'); never an exponent."""
+    import math
+
+    if value == 0 or not math.isfinite(value):
+        return f"{value:g}"
+    size = abs(value)
+    if size < 100:
+        decimals = max(0, 2 - math.floor(math.log10(size)))
+        return f"{value:.{decimals}f}".rstrip("0").rstrip(".") if decimals else f"{value:.0f}"
+    if size < 1e4:
+        return f"{value:,.0f}"
+    for scale, suffix in ((1e3, "k"), (1e6, "M"), (1e9, "G")):
+        text = f"{value / scale:.3g}"
+        if "e" not in text:
+            return text + suffix
+    return f"{value / 1e9:,.0f}G"
+
+
+def evenly_spaced(xs: list[Any], logx: bool) -> bool:
+    """Whether numeric x values are too unevenly spread for their own scale: the closest two lie within 8% of
+    the axis (their tick labels would run together, as 0, 128, 256 beside 2560 do), so the values get one
+    evenly spaced slot each instead."""
+    import math
+
+    if not is_numeric(xs) or len(xs) < 3:
+        return False
+    pos = sorted(math.log10(x) for x in xs) if logx else sorted(float(x) for x in xs)
+    span = pos[-1] - pos[0]
+    return span > 0 and min(b - a for a, b in zip(pos, pos[1:])) < 0.08 * span
+
+
 def draw(points: list[Point], reference: tuple[str, list[float]] | None, labels: tuple[str, str, str],
          logx: bool) -> Any:
-    """The figure: a line (numeric x) or dodged markers (categorical x) per method, plus the reference band."""
+    """The figure: a line (numeric x) or dodged markers (categorical x) per method, plus the reference band;
+    numeric values too crowded for their scale get evenly spaced slots (:func:`evenly_spaced`). The legend sits
+    outside the axes, so it covers no point."""
     from matplotlib.figure import Figure  # no pyplot: the Agg canvas, no display and no global state
 
-    fig = Figure(figsize=(6, 4), layout="constrained")
+    fig = Figure(figsize=(7.5, 4), layout="constrained")
     ax = fig.add_subplot()
     xs = sorted({p.x for p in points}, key=order)
+    slots = not is_numeric(xs) or evenly_spaced(xs, logx)
     methods = sorted({p.method for p in points})
     for j, method in enumerate(methods):
-        shift = 0.0 if is_numeric(xs) else (j - (len(methods) - 1) / 2) * 0.1
-        _line(ax, [p for p in points if p.method == method], xs, shift, f"C{j % 10}")
+        shift = 0.0 if not slots or len(methods) == 1 else (j - (len(methods) - 1) / 2) * 0.1
+        _line(ax, [p for p in points if p.method == method], xs, shift, f"C{j % 10}", slots)
     if reference is not None:
         _band(ax, *reference)
-    _x_axis(ax, xs, logx)
-    ax.set_xlabel(labels[0])
+    _x_axis(ax, xs, logx and not slots, slots)
+    ax.set_xlabel(labels[0] + (" (one slot per value, not to scale)" if slots and is_numeric(xs) else ""))
     ax.set_ylabel(labels[1])
     ax.set_title(labels[2])
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0)
+    if not slots and len(xs) <= 8:
+        _untangle(fig, ax, xs)
     return fig
 
 
-def _line(ax: Any, points: list[Point], xs: list[Any], shift: float, colour: str) -> None:
+def short(value: float) -> str:
+    """A tick label of a crowded axis: thousands as k ('2k', '2.5k'), else :func:`human`."""
+    return f"{value / 1e3:g}k" if 1e3 <= abs(value) < 1e6 else human(value)
+
+
+def _overlap(fig: Any, ax: Any) -> bool:
+    """Whether two neighbouring tick labels of the x axis run into each other (measured on the drawn figure)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    boxes = [t.get_window_extent(canvas.get_renderer()) for t in ax.get_xticklabels() if t.get_visible() and t.get_text()]
+    boxes.sort(key=lambda b: b.x0)
+    return any(b.x0 - a.x1 < 2 for a, b in zip(boxes, boxes[1:]))
+
+
+def _untangle(fig: Any, ax: Any, xs: list[Any]) -> None:
+    """Tick labels at the swept values that run into each other ('2,0003,000') are shortened ('2k', '3k'), and
+    when they still touch every other one is left out."""
+    if not _overlap(fig, ax):
+        return
+    ax.set_xticks(xs, [short(x) for x in xs])
+    if _overlap(fig, ax):
+        ax.set_xticks(xs, [short(x) if i % 2 == 0 else "" for i, x in enumerate(xs)])
+
+
+def _line(ax: Any, points: list[Point], xs: list[Any], shift: float, colour: str, slots: bool) -> None:
     """One method's points with ± std bars; seed counts in the legend, and at each point when they differ."""
     points = sorted(points, key=lambda p: xs.index(p.x))
-    numeric = is_numeric(xs)
-    pos = [p.x if numeric else xs.index(p.x) + shift for p in points]
+    pos = [xs.index(p.x) + shift if slots else p.x for p in points]
     counts = [len(p.values) for p in points]
     ax.errorbar(pos, [p.mean for p in points], yerr=[p.std or 0.0 for p in points], color=colour,
-                fmt="o-" if numeric else "o", capsize=3, label=f"{points[0].method} ({seeds_label(counts)})")
+                fmt="o-" if is_numeric(xs) else "o", capsize=3, label=f"{points[0].method} ({seeds_label(counts)})")
     if len(set(counts)) > 1:
         for x, p in zip(pos, points):
             ax.annotate(f"n={len(p.values)}", (x, p.mean), textcoords="offset points", xytext=(4, 4), fontsize=7)
 
 
-def _x_axis(ax: Any, xs: list[Any], logx: bool) -> None:
-    """Ticks at the swept values (a few numbers, or every category at 0..n-1), log scale on request."""
-    from matplotlib.ticker import NullFormatter
+def _x_axis(ax: Any, xs: list[Any], logx: bool, slots: bool) -> None:
+    """Ticks at the swept values: one slot per value (categories, crowded numbers) at 0..n-1, else the values
+    themselves (up to 8 of them) on a linear or log scale; long or many labels are turned."""
+    from matplotlib.ticker import FuncFormatter, NullFormatter
 
-    if logx:
-        ax.set_xscale("log")
-        ax.xaxis.set_minor_formatter(NullFormatter())
-    if not is_numeric(xs):
-        ax.set_xticks(range(len(xs)), [str(x) for x in xs])
+    labels = [human(x) if is_numeric([x]) else str(x) for x in xs]
+    if slots:
+        ax.set_xticks(range(len(xs)), labels)
         ax.set_xlim(-0.5, len(xs) - 0.5)
-    elif len(xs) <= 8:
-        ax.set_xticks(xs, [f"{x:g}" for x in xs])
-    ax.margins(x=0.08)
+    else:
+        if logx:
+            ax.set_xscale("log")
+            ax.xaxis.set_minor_formatter(NullFormatter())
+        if len(xs) <= 8:
+            ax.set_xticks(xs, labels)
+        else:
+            ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: human(v)))
+        ax.margins(x=0.08)
+    if len(xs) > 6 or max(map(len, labels)) > 8:
+        ax.tick_params(axis="x", labelrotation=30)
+        for label in ax.get_xticklabels():
+            label.set_horizontalalignment("right")
 
 
 def _band(ax: Any, name: str, values: list[float]) -> None:

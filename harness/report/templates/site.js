@@ -1,14 +1,16 @@
-// Sort any table.sortable by a click on its column heading (numbers by value, text otherwise), and filter
-// the index rows by the text typed into #filter. No libraries, no network.
+// Sort any table.sortable by a click on its column heading, and filter the index rows by the text typed into
+// #filter. Each cell's data-sort attribute is its rank in its column, computed when the site was written
+// (harness/report/site.py, sort_key: numbers by value, dates as dates, sweep run names by the swept value);
+// a cell without one sorts by its text. No libraries, no network.
 (function () {
   function key(cell) {
-    var text = cell.textContent.trim();
-    var number = parseFloat(text.replace(/^[≈~]/, ""));
-    return isNaN(number) ? text.toLowerCase() : number;
+    var rank = cell.getAttribute("data-sort");
+    return rank === null ? cell.textContent.trim().toLowerCase() : parseInt(rank, 10);
   }
   document.querySelectorAll("table.sortable").forEach(function (table) {
-    table.querySelectorAll("thead th").forEach(function (th, column) {
+    table.querySelectorAll("thead th").forEach(function (th) {
       th.addEventListener("click", function () {
+        var column = Array.prototype.indexOf.call(th.parentNode.children, th);
         var ascending = th.getAttribute("aria-sort") !== "ascending";
         table.querySelectorAll("thead th").forEach(function (other) { other.removeAttribute("aria-sort"); });
         th.setAttribute("aria-sort", ascending ? "ascending" : "descending");
