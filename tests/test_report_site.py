@@ -102,6 +102,11 @@ def runs(tmp_path_factory) -> Path:
     (folder / "docs" / "results" / "tiny-reading.md").write_text(
         "# What the tiny runs say\n\nSee [the runs](../../results/tiny/) and [elsewhere](other.md).\n")
     (folder / "docs" / "results" / "unrelated.md").write_text("# Other\n\nresults/tiny_other is another folder.\n")
+    (folder / "claims").mkdir()  # a ledger of one claim, judged from these runs
+    (folder / "claims" / "swamp-aistats2023.yaml").write_text(
+        "claims:\n- id: tiny\n  claim: SwAMP beats contrastive on the tiny task\n  paper: 1.0\n  evidence:\n"
+        "  - results: results/tiny\n    difference: {of: swamp, to: contrastive, metric: a2b/R@1}\n"
+        "    verdict: reproduced\n  - not_measured: no such data here\n    verdict: not measured here\n")
     return out
 
 
@@ -130,6 +135,20 @@ def test_the_site_has_an_index_and_a_page_per_result_set_with_every_link_resolvi
     assert len(list((built / "tiny" / "files").rglob("seed*.json"))) == 6
     assert {p.name for p in (built / "tiny" / "tables").iterdir()} == {"accuracy.md", "accuracy.tex", "timing.md",
                                                                         "timing.tex"}
+
+
+def test_the_index_leads_with_the_claims_ledger(runs, built):
+    from harness.report import claims
+
+    text = (built / "index.html").read_text()
+    assert text.index('id="claims"') < text.index('id="result-sets"')  # the ledger comes first
+    page = Page(built / "index.html")
+    ledger = page.tables[0]
+    lines = claims.judge(runs.parent / "claims" / "swamp-aistats2023.yaml")
+    assert [row[0] for row in ledger] == [line.claim for line in lines]
+    assert [row[3] for row in ledger] == [line.verdict for line in lines]
+    assert ledger[0][5] == "results/tiny" and "tiny.html" in page.links  # the evidence links to its page
+    assert ledger[1][2] == "–" and ledger[1][3] == "not measured here"
 
 
 def test_page_tables_are_the_harness_tables_of_the_result_files(runs, built):

@@ -457,7 +457,7 @@ def timing_figure(rs: ResultSet) -> Any | None:
     names, steps, tests, estimated = [], [], [], []
     for name, runs in rs.runs.items():
         step = tables._timing(runs, "train_step", scale=1e3)
-        test, est = tables._test_time(runs, "total", "")
+        test, est = tables.test_seconds(runs, "total", "")
         if step or test:
             names.append(name)
             steps.append(statistics.mean(step) if step else 0.0)
@@ -518,8 +518,8 @@ def ratios(rs: ResultSet) -> tuple[str, str, list[Ratio]]:
         ours, paper = {}, {}
         for part, mine, theirs, key in (("train step", tables._timing(runs, "train_step"),
                                          tables._timing(same, "train_step"), "train_step_s"),
-                                        ("test", tables._test_time(runs, "total", "")[0],
-                                         tables._test_time(same, "total", "")[0], "test_s")):
+                                        ("test", tables.test_seconds(runs, "total", "")[0],
+                                         tables.test_seconds(same, "total", "")[0], "test_s")):
             ours[part] = statistics.mean(mine) / statistics.mean(theirs) if mine and theirs else None
             value = (methods.get(runs[0]["method"]) or {}).get(key)
             ref = (methods.get(groups[base][0]["method"]) or {}).get(key)
@@ -818,13 +818,44 @@ def build(folders: list[Path], out: Path, fmt: str = "html", figures: bool = Tru
         pages.append(info)
         written.append(path)
     index = out / ("README.md" if md else "index.html")
+    ledger, ledger_summary = ledger_rows(folders, sets, fmt)
+    ledger_ranks = sort_ranks([[r["claim"], r["paper"], r["ours"], r["verdict"], r["hardware"], r["evidence"]]
+                               for r in ledger])
     write_text_atomic(index, env.get_template(f"index.{fmt}").render(
-        pages=pages, command=command_line, folders=[str(f) for f in folders], ranks=sort_ranks(index_rows(pages))))
+        pages=pages, command=command_line, folders=[str(f) for f in folders], ranks=sort_ranks(index_rows(pages)),
+        ledger=ledger, ledger_summary=ledger_summary, ledger_ranks=ledger_ranks))
     if not md:
         write_readings(sets, held, out, env, command_line)
         for asset in ("site.css", "site.js"):
             shutil.copyfile(TEMPLATES / asset, out / asset)
     return [index, *written], sum(len(p["figures"]) for p in pages)
+
+
+def ledger_rows(folders: list[Path], sets: list[ResultSet], fmt: str) -> tuple[list[dict[str, str]], str]:
+    """The claims ledger (:mod:`harness.report.claims`) of the checkout holding ``folders``, one row per piece of
+    evidence with a link to the page of the result set that measured it, and its summary line; no rows where
+    the checkout has no ledger."""
+    from harness.report import claims
+
+    root = next((r for r in map(_ledger_root, folders) if r is not None), None)
+    if root is None:
+        return [], ""
+    lines = claims.judge(root / claims.DEFAULT_LEDGER, root)
+    pages = {rs.folder.resolve(): f"{rs.slug}.{fmt}" for rs in sets}
+    rows = [{"claim": line.claim, "paper": line.paper, "ours": line.ours, "interval": line.interval,
+             "verdict": line.verdict, "why": line.why, "hardware": line.hardware or "–",
+             "evidence": line.evidence, "page": pages.get((root / line.evidence).resolve(), "") if line.evidence
+             else ""} for line in lines]
+    return rows, claims.summary(lines)
+
+
+def _ledger_root(folder: Path) -> Path | None:
+    from harness.report import claims
+
+    for where in (folder.resolve(), *folder.resolve().parents):
+        if (where / claims.DEFAULT_LEDGER).is_file():
+            return where
+    return None
 
 
 def index_rows(pages: list[dict[str, Any]]) -> list[list[str]]:

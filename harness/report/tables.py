@@ -382,9 +382,6 @@ def test_seconds(runs: list[dict[str, Any]], part: str, tag: str) -> tuple[list[
     return values, estimated
 
 
-_test_time = test_seconds
-
-
 def _estimated_cell(values: list[float], estimated: bool, digits: int) -> str:
     return ("≈" if estimated and values else "") + _mean_std(values, digits)
 
