@@ -2,33 +2,12 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import json
 import re
 import sys
 from pathlib import Path
 
-from harness.errors import ConfigError, NotApplicable, RunError, did_you_mean, one_line
+from harness.errors import ConfigError, RunError, did_you_mean, one_line
 from harness.config.checks import SHIPPED as TASKS_DIR
-
-
-def parse_seeds(text: str) -> list[int]:
-    """'0,1,2' -> [0, 1, 2]; also 'A-B' ranges."""
-    seeds: list[int] = []
-    try:
-        for part in text.split(","):
-            if "-" in part.strip()[1:]:
-                lo, hi = part.split("-", 1)
-                seeds.extend(range(int(lo), int(hi) + 1))
-            else:
-                seeds.append(int(part))
-    except ValueError:
-        raise ConfigError(f"--seeds {text!r}: expected comma-separated integers such as 0,1,2 or 0-4") from None
-    if not seeds or min(seeds) < 0 or len(set(seeds)) != len(seeds):
-        raise ConfigError(f"--seeds {text!r}: expected distinct non-negative integers")
-    if max(seeds) >= 2**63:
-        raise ConfigError(f"--seeds {text!r}: seeds must be below 2^63 (torch's seed is a 64-bit integer)")
-    return seeds
 
 
 class _Parser(argparse.ArgumentParser):
@@ -77,7 +56,23 @@ def build_parser() -> argparse.ArgumentParser:
     plugins.add_argument("--include", action="append", default=[], metavar="PATH",
                          help="also load method, source and encoder files from PATH, a folder or a .py file "
                               "(repeatable; also the SWAMP_BENCH_INCLUDE environment variable, ':'-separated)")
-    run = sub.add_parser("run", help="train and test methods of a task; write results and tables", parents=[plugins])
+    grid = argparse.ArgumentParser(add_help=False)  # the flags run and rerun share
+    grid.add_argument("--out", default="runs", help="results folder (default: runs/; the committed sets live in results/)")
+    grid.add_argument("--device", default="auto", help="auto (default), cpu, cuda or cuda:N")
+    grid.add_argument("--data-root", default=None,
+                      help="dataset folder (sets dataset.root; rerun's default: the recorded root, variables re-expanded)")
+    grid.add_argument("--reference", default=None, metavar="RUN",
+                      help="mark significant differences from this run in the tables, e.g. contrastive")
+    grid.add_argument("--force", action="store_true",
+                      help="re-run finished runs and restart interrupted ones (default: skip and resume)")
+    grid.add_argument("--jobs", type=int, default=None, metavar="N",
+                      help="worker processes of --launcher local (default: 2)")
+    grid.add_argument("--threads", type=int, default=None, metavar="N",
+                      help="torch threads per run (default: torch's own; with --launcher local, cores / jobs)")
+    grid.add_argument("--no-progress", action="store_true", help="hide progress bars")
+    grid.add_argument("--no-tables", action="store_true", help=argparse.SUPPRESS)  # print no tables
+    run = sub.add_parser("run", help="train and test methods of a task; write results and tables",
+                         parents=[plugins, grid])
     run.add_argument("task", help="task YAML, e.g. tasks/synthetic.yaml")
     run.add_argument("--methods", default="", help="comma-separated method names declared by the task (default: all)")
     run.add_argument("--seeds", default="0", help="comma-separated seeds (default: 0)")
@@ -88,15 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--epochs", type=int, default=None, help="override the number of epochs of every method")
     run.add_argument("--init", default=None, metavar="PATH",
                      help="start the encoders from a checkpoint (seed<k>.pt) or result file (seed<k>.json)")
-    run.add_argument("--reference", default=None, metavar="RUN",
-                     help="mark significant differences from this run in the tables, e.g. contrastive")
     run.add_argument("--test-stat", default=None, metavar="STAT", help=TEST_STAT_HELP)
-    run.add_argument("--force", action="store_true",
-                     help="re-run finished runs and restart interrupted ones (default: skip and resume)")
-    run.add_argument("--device", default="auto", help="auto (default), cpu, cuda or cuda:N")
-    run.add_argument("--data-root", default=None, help="dataset folder (sets dataset.root)")
-    run.add_argument("--out", default="runs", help="results folder (default: runs/; the committed sets live in results/)")
-    run.add_argument("--no-progress", action="store_true", help="hide progress bars")
     run.add_argument("--launcher", choices=("sequential", "local", "slurm"), default="sequential",
                      help="sequential (default): the runs one after another in this process; local: each run in a "
                           "worker process of its own, --jobs at a time; slurm: one SLURM job per run, submitted as "
@@ -106,35 +93,17 @@ def build_parser() -> argparse.ArgumentParser:
                           "override the task file's launcher.slurm section; docs/slurm.md lists them)")
     run.add_argument("--wait", action="store_true",
                      help="with --launcher slurm: wait for the jobs, with a progress bar, and print the tables")
-    run.add_argument("--jobs", type=int, default=None, metavar="N",
-                     help="worker processes of --launcher local (default: 2)")
-    run.add_argument("--threads", type=int, default=None, metavar="N",
-                     help="torch threads per run (default: torch's own; with --launcher local, cores / jobs)")
-    run.add_argument("--no-tables", action="store_true", help=argparse.SUPPRESS)  # workers of a launcher
     run.add_argument("--on-nan", choices=("stop", "skip"), default="stop",
                      help="a step with a NaN or infinite loss: stop the run there (default) or skip its update")
     rerun = sub.add_parser("rerun", help="run again what result files record, from their own settings; --check: "
-                                         "compare the metrics", parents=[plugins])
+                                         "compare the metrics", parents=[plugins, grid])
     rerun.add_argument("results", nargs="+", metavar="RESULT",
                        help="result files (seed<k>.json), or folders searched for them, e.g. results/wikipedia")
-    rerun.add_argument("--out", default="runs", help="results folder to write into (default: runs/)")
-    rerun.add_argument("--data-root", default=None,
-                       help="dataset folder (sets dataset.root; default: the recorded root, variables re-expanded)")
     rerun.add_argument("--check", action="store_true",
                        help="compare each run's test metrics with the recorded ones; exit 1 when any differ")
-    rerun.add_argument("--reference", default=None, metavar="RUN", help="as for run: marks in the tables")
-    rerun.add_argument("--force", action="store_true", help="replace finished runs in --out (default: skip them)")
-    rerun.add_argument("--device", default="auto", help="auto (default), cpu, cuda or cuda:N")
     rerun.add_argument("--launcher", choices=("sequential", "local"), default="sequential",
                        help="sequential (default): one run after another in this process; local: worker processes, "
                             "--jobs at a time, as for run")
-    rerun.add_argument("--jobs", type=int, default=None, metavar="N",
-                       help="worker processes of --launcher local (default: 2)")
-    rerun.add_argument("--threads", type=int, default=None, metavar="N",
-                       help="torch threads per run (default: torch's own; with --launcher local, cores / jobs)")
-    rerun.add_argument("--no-progress", action="store_true", help="hide progress bars")
-    rerun.add_argument("--no-tables", action="store_true", help=argparse.SUPPRESS)  # workers of a launcher
-    rerun.set_defaults(slurm=None, wait=False)  # for the launcher checks shared with run
     lst = sub.add_parser("list", help="tasks and the methods each declares; registered components", parents=[plugins])
     lst.add_argument("--tasks-dir", default=str(TASKS_DIR))
     table = sub.add_parser("table", help="print the tables of saved result files; --write: write them into the folder",
@@ -224,14 +193,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    import torch
-
+    """``harness run``: plan the task's runs, check them, run them with the launcher asked for, show the tables."""
     from harness.config import params as P
     from harness.config import plan
     from harness.config import spec as spec_file
     from harness.report import tables
-    from harness.run import checkpoint, contention, preflight, runner
-    from harness.run import distributed as dd
+    from harness.run import checkpoint, contention, grid, preflight
     from harness.store.schema import result_path
 
     watch = contention.snapshot()  # from here to the first training step: how busy is the machine?
@@ -240,7 +207,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if init is not None:
         checkpoint.checkpoint_of(init)
     methods = [m for m in args.methods.split(",") if m]
-    runs = plan.plan(args.task, overrides, args.sweep, methods, parse_seeds(args.seeds), args.epochs,
+    runs = plan.plan(args.task, overrides, args.sweep, methods, plan.parse_seeds(args.seeds), args.epochs,
                      checkpoint.init_label(init) if init else None)
     declared = spec_file.read_yaml(Path(args.task)).get("methods") or {}
     for name in dict.fromkeys(m for m in methods if m not in declared):
@@ -259,469 +226,76 @@ def cmd_run(args: argparse.Namespace) -> int:
     out = Path(args.out)
     preflight.check_out(out, [result_path(out, r.spec.name, r.run_name, r.seed).parent for r in runs])
     preflight.check_environment()
-    device = runner.resolve_device(args.device)
-    info = dd.init_from_env(device.type)  # torchrun: join the process group; otherwise a single process
-    if info.world_size > 1 and device.type == "cuda":
-        device = torch.device("cuda", info.local_rank)
-    opts = runner.RunOptions(device=device, out=Path(args.out), progress=not args.no_progress, force=args.force,
-                             init=init, dist=info, on_nan=args.on_nan,
-                             watch=watch if args.threads is None and info.world_size == 1 and device.type == "cpu"
-                             and args.launcher == "sequential" else None)
-    _check_launcher(args, info)
-    if args.threads is not None:
-        torch.set_num_threads(args.threads)
-    launch = {"local": _run_local, "slurm": _run_slurm}.get(args.launcher)
-    try:
-        results = launch(runs, opts, args) if launch else _run_all(runs, opts)
-    finally:
-        dd.shutdown()
-    refused = _refused_error(opts) if info.is_main else None
-    if not info.is_main or args.no_tables or not results:
-        if refused is not None:
-            raise refused
-        return 0
-    if args.reference in opts.refused:
+    setup = _grid(args, init=init, later=_later(args, runs))
+    outcome = grid.run(runs, setup, grid.options(setup, watch))
+    if args.reference in outcome.refused_names:
         args.reference = None  # refused: it has no result to compare with
-    _folder_tables(Path(args.out) / runs[0].spec.name, results, args.reference, args.test_stat)
-    if refused is not None:
-        raise refused
-    return 0
+    return _finish(outcome, args, {runs[0].spec.name})
 
 
-def _folder_tables(folder: Path, results: list[dict], reference: str | None, test_stat: str | None) -> None:
-    """Print and write the tables of every result file in ``folder`` (this command's ``results`` and those
-    already there), with the command's --reference/--test-stat or else the ones the folder's tables record;
-    runs timed on another machine keep the folder's tables from being written (they are printed apart)."""
-    from harness.report import tables
-    from harness.store.schema import load_results
+def _grid(args: argparse.Namespace, init: Path | None = None, later: tuple[str, str] = ("", "")):
+    """How ``run`` or ``rerun`` asks its runs to be run (:class:`harness.run.grid.Grid`)."""
+    from harness.run import grid
+    from harness.store import provenance
 
-    everything = [r for r in load_results(folder) if Path(r["_path"]).parent.parent == folder] or results
-    recorded = tables.recorded_options(folder)
-    if reference is None and test_stat is None and recorded is not None and recorded.split == "test":
-        names = {r["run_name"] for r in everything} | {r["method"] for r in everything}
-        if recorded.reference is None or recorded.reference in names:
-            reference, test_stat = recorded.reference, recorded.test_stat
-    machines = tables.by_machine(everything)
-    for runs in machines.values():
-        _print_tables(runs, reference if any(r["run_name"] == reference or r["method"] == reference for r in runs)
-                      else None, test_stat)
-    if len(everything) > len(results):
-        print(f"\n(the tables hold all {len(everything)} result files in {folder}; this command made or found "
-              f"{len(results)} of them)")
-    if len(machines) > 1:
-        print(f"\nresults: {folder}/<run>/seed<k>.json; tables not written: the folder holds runs timed on "
-              f"{len(machines)} machines ({'; '.join(machines)}); give this command an --out of its own")
-        return
-    paths = tables.write_tables(everything, folder, reference=reference, test_stat=test_stat)
-    print(f"\nresults: {folder}/<run>/seed<k>.json; tables: {', '.join(str(p) for p in paths)}")
+    return grid.Grid(out=Path(args.out), device=args.device, launcher=args.launcher, jobs=args.jobs,
+                     threads=args.threads, slurm=getattr(args, "slurm", None), wait=getattr(args, "wait", False),
+                     progress=not args.no_progress, force=args.force, on_nan=getattr(args, "on_nan", "stop"),
+                     epochs=getattr(args, "epochs", None), init=init, include=tuple(args.include),
+                     command=tuple(provenance.command()), data_root=args.data_root, later=later)
+
+
+def _later(args: argparse.Namespace, runs: list) -> tuple[str, str]:
+    """What to type once SLURM jobs are submitted: ``status`` of exactly this command's runs, and the tables."""
+    import shlex
+
+    words = ["python", "-m", "harness", "status", args.out, str(runs[0].spec.path)]
+    words += ["--methods", args.methods] if args.methods else []
+    words += ["--seeds", args.seeds] if args.seeds != "0" else []
+    words += [w for o in args.overrides for w in ("--set", o)] + [w for o in args.sweep for w in ("--sweep", o)]
+    words += ["--set", f"dataset.root={args.data_root}"] if args.data_root else []
+    words += ["--epochs", str(args.epochs)] if args.epochs is not None else []
+    words += ["--init", args.init] if args.init else []
+    words += [w for path in args.include for w in ("--include", path)]
+    return shlex.join(words), f"python -m harness table {Path(args.out) / runs[0].spec.name} --write"
+
+
+def _finish(outcome, args: argparse.Namespace, tasks: set[str], check=None) -> int:
+    """The end of ``run`` and ``rerun``: the tables of each task's folder (also when some runs failed), then the
+    failure, then the refusals, each as the command's one error line."""
+    from harness.report import folders
+
+    if outcome.main and not args.no_tables and outcome.results:
+        for task in sorted(tasks):
+            done = [r for r in outcome.results if r["task"] == task]
+            if done:
+                folders.show(Path(args.out) / task, done, args.reference, getattr(args, "test_stat", None))
+    if outcome.failed is not None:
+        raise outcome.failed
+    differ = check(outcome.results) if check is not None and outcome.main else 0
+    if outcome.refused is not None:
+        raise outcome.refused
+    return 1 if differ else 0
 
 
 def cmd_rerun(args: argparse.Namespace) -> int:
     """``harness rerun``: every given result file's run, rebuilt from the settings the file records."""
-    import torch
-
-    from harness.config import plan
-    from harness.run import distributed as dd
-    from harness.run import checkpoint, preflight, runner
+    from harness.run import grid, preflight
     from harness.store.schema import result_path
 
-    records = _result_records(args.results)
-    overrides = [f"dataset.root={args.data_root}"] if args.data_root else []
-    runs = [plan.from_record(record, str(path), overrides) for path, record in records]
+    records = grid.result_records(args.results)
+    runs, inits = grid.reruns(records, args.data_root, args.launcher)
     out = Path(args.out)
-    keys = [(r.spec.name, r.run_name, r.seed) for r in runs]
-    twice = sorted({k for k in keys if keys.count(k) > 1})
-    if twice:
-        task, name, seed = twice[0]
-        raise ConfigError(f"two of the given result files are the same run ({task}/{name} seed{seed}); give each "
-                          "run once")
-    inits = [Path(record["init"]) if record.get("init") else None for _, record in records]
-    for init in dict.fromkeys(i for i in inits if i is not None):
-        checkpoint.checkpoint_of(init)  # a run that started from a checkpoint starts from it again
     preflight.check_out(out, [result_path(out, r.spec.name, r.run_name, r.seed).parent for r in runs])
     preflight.check_environment()
-    if args.launcher == "local" and any(inits):
-        raise ConfigError("--launcher local: some of these runs started from a checkpoint; re-run those "
-                          "without --launcher local")
-    device = runner.resolve_device(args.device)
-    opts = runner.RunOptions(device=device, out=out, progress=not args.no_progress, force=args.force, init=None,
-                             dist=dd.init_from_env(device.type), on_nan="stop")
-    _check_launcher(args, opts.dist)
-    if args.threads is not None:
-        torch.set_num_threads(args.threads)
-    for line in _rerun_warnings(records, device.type, opts.dist.world_size):
+    setup = _grid(args)
+    opts = grid.options(setup)
+    for line in grid.rerun_warnings(records, opts.device.type, opts.dist.world_size):
         print(f"warning: {line}", file=sys.stderr)
     print(f"re-running {len(runs)} run(s) from their result files into {out}/")
-    results = []
-    try:
-        if args.launcher == "local":
-            common = ["--out", str(out), "--device", args.device, *(["--force"] if args.force else []),
-                      *(["--data-root", args.data_root] if args.data_root else []),
-                      *[arg for path in args.include for arg in ("--include", path)]]
-            results = _run_local(runs, opts, args, common)
-        else:
-            for init in dict.fromkeys(inits):  # the runs of one starting point together, in the order given
-                group = [r for r, i in zip(runs, inits) if i == init]
-                results += _run_all(group, dataclasses.replace(opts, init=init))
-    finally:
-        dd.shutdown()
-    if not opts.dist.is_main or args.no_tables:  # under torchrun the first process prints and checks
-        return 0
-    by_task: dict[str, list[dict]] = {}
-    for result in results:
-        by_task.setdefault(result["task"], []).append(result)
-    for task, group in by_task.items():
-        _folder_tables(out / task, group, args.reference, None)
-    if not args.check:
-        return 0
-    differ = _check_reruns(records, results)
-    return 1 if differ else 0
-
-
-def _rerun_warnings(records: list[tuple[Path, dict]], device: str, world_size: int) -> list[str]:
-    """One line per kind of difference between where the runs were made and where they are made again (the
-    device type, the number of torchrun processes), which changes the numbers the runs compute."""
-    lines, seen = [], set()
-    for path, record in records:
-        made_on = ((record.get("environment") or {}).get("hardware") or {}).get("device")
-        if made_on and made_on != device and ("device", made_on) not in seen:
-            seen.add(("device", made_on))
-            lines.append(f"{path} was made on {made_on}, and is made again on {device} here: expect other numbers "
-                         f"(--device {made_on} to match)")
-        processes = (record.get("distributed") or {}).get("world_size") or 1
-        if processes != world_size and ("world", processes) not in seen:
-            seen.add(("world", processes))
-            lines.append(f"{path} was made by {processes} process(es) and is made again by {world_size} here: "
-                         f"expect other numbers (torchrun --nproc_per_node={processes} -m harness rerun ... to match)")
-    return lines
-
-
-def _result_records(targets: list[str]) -> list[tuple[Path, dict]]:
-    """(path, record) of every result file named, or found in a named folder (as `harness table` finds them),
-    each once, in order."""
-    from harness.store.schema import load_results
-
-    records: dict[Path, dict] = {}
-    for target in targets:
-        path = Path(target)
-        if path.is_dir():
-            found = load_results(path)
-            if not found:
-                raise ConfigError(f"{path}: no result files (seed<k>.json) in this folder or below it")
-            records.update((Path(r["_path"]), r) for r in found if Path(r["_path"]) not in records)
-        elif path.is_file():
-            try:
-                records.setdefault(path, json.loads(path.read_text()))
-            except (OSError, ValueError) as err:
-                raise ConfigError(f"cannot read the result file {path} ({err})") from None
-        else:
-            raise ConfigError(f"{path}: no such result file or folder; give result files (seed<k>.json) or "
-                              "folders that hold them")
-    return list(records.items())
-
-
-def _check_reruns(records: list[tuple[Path, dict]], results: list[dict]) -> int:
-    """Print, per run, whether its test metrics equal the recorded ones exactly; the number that differ."""
-    from tabulate import tabulate
-
-    new = {(r["task"], r["run_name"], r["seed"]): r for r in results}
-    rows, differ = [], 0
-    for path, record in records:
-        result = new.get((record["task"], record["run_name"], record["seed"]))
-        if result is None:
-            continue
-        old, now = record.get("metrics", {}), result.get("metrics", {})
-        gaps = {k: abs(float(now[k]) - float(old[k])) for k in old.keys() & now.keys() if now[k] != old[k]}
-        missing = sorted(old.keys() ^ now.keys())
-        if gaps or missing:
-            differ += 1
-            worst = max(gaps, key=gaps.get) if gaps else None
-            text = (f"{len(gaps)} of {len(old)} differ, largest {worst} {old[worst]:.4g} -> {now[worst]:.4g}"
-                    if worst else "") + (f"; only in one: {', '.join(missing)}" if missing else "")
-        else:
-            text = f"all {len(old)} identical"
-        rows.append([str(path), text])
-    print(f"\nRecorded against re-run test metrics\n{tabulate(rows, headers=['result file', 'metrics'])}")
-    print(f"\n{len(rows) - differ} of {len(rows)} run(s) reproduced their recorded test metrics exactly")
-    return differ
-
-
-def _check_launcher(args: argparse.Namespace, info) -> None:
-    """--jobs and --threads are positive and --jobs goes with --launcher local, outside torchrun."""
-    if args.threads is not None and args.threads < 1:
-        raise ConfigError(f"--threads {args.threads}: give a positive number of torch threads per run")
-    if args.launcher != "slurm":
-        for flag, given in (("--slurm", args.slurm is not None), ("--wait", args.wait)):
-            if given:
-                raise ConfigError(f"{flag} goes with --launcher slurm; add --launcher slurm")
-    if args.launcher == "slurm":
-        if args.jobs is not None:
-            raise ConfigError("--jobs sets the workers of --launcher local; SLURM runs every job of the array "
-                              "(limit them with --slurm array_parallelism=N)")
-        if info.world_size > 1:
-            raise ConfigError("--launcher slurm submits jobs; run it without torchrun")
-        try:
-            import submitit  # noqa: F401
-        except ImportError:
-            raise ConfigError('--launcher slurm needs submitit, which is not installed; pip install '
-                              '"swamp-bench[cluster]" (or python -m pip install "submitit>=1.5")') from None
-        return
-    if args.launcher != "local":
-        if args.jobs is not None:
-            raise ConfigError("--jobs sets the workers of --launcher local; add --launcher local")
-        return
-    if args.jobs is not None and args.jobs < 1:
-        raise ConfigError(f"--jobs {args.jobs}: give a positive number of worker processes")
-    if info.world_size > 1:
-        raise ConfigError("--launcher local starts processes of its own; run it without torchrun")
-
-
-def _run_local(runs: list, opts, args: argparse.Namespace, common: list[str] | None = None) -> list[dict]:
-    """``--launcher local``: the checks of a sequential run, then one worker process per unfinished run; the
-    result files of every run (raises RunError naming the runs that failed, after printing the others).
-    ``common``: the options every worker gets (default: those of ``run``'s arguments)."""
-    from harness.run import launcher, runner
-
-    jobs = args.jobs or 2
-    threads = args.threads or launcher.default_threads(jobs)
-    finished = [runner.finished_result(run, opts) for run in runs]
-    pending = [run for run, done in zip(runs, finished) if done is None]
-    for run, done in zip(runs, finished):
-        if done is not None:
-            print(_skip_line(f"{run.run_name} seed{run.seed}", run, done))
-    for key in dict.fromkeys(_data_key(r) for r in pending):  # what a sequential run checks, before any worker
-        _checked_data([r for r in pending if _data_key(r) == key], opts)
-    pending = [r for r in pending if r.run_name not in opts.refused]
-    common = _worker_args(args, opts) if common is None else common
-    if pending:
-        print(f"{len(pending)} run(s) in {jobs} worker process(es), {threads} torch thread(s) each")
-    outcomes = launcher.run_local(pending, common, jobs, threads)
-    failed = [o for o in outcomes if o.returncode != 0]
-    done = {(o.run.run_name, o.run.seed) for o in outcomes if o.returncode == 0}
-    reading = dataclasses.replace(opts, force=False)  # the workers' result files, --force or not
-    results = [d if d is not None else runner.finished_result(r, reading)
-               for r, d in zip(runs, finished) if d is not None or (r.run_name, r.seed) in done]
-    if failed:
-        if results:
-            _print_tables(results, args.reference, getattr(args, "test_stat", None))
-        first = failed[0]
-        raise RunError(f"{len(failed)} of {len(pending)} run(s) failed, first {first.run.run_name} seed{first.run.seed}"
-                       f" (exit {first.returncode}): {first.last_line.removeprefix('error: ')}")
-    return results
-
-
-def _worker_args(args: argparse.Namespace, opts) -> list[str]:
-    """The options every worker of a launcher shares (its task, method, seed and overrides come first)."""
-    return ["--out", str(opts.out), "--device", args.device, "--on-nan", args.on_nan,
-            *(["--epochs", str(args.epochs)] if args.epochs is not None else []),
-            *(["--init", args.init] if args.init else []), *(["--force"] if args.force else []),
-            *[arg for path in args.include for arg in ("--include", path)]]
-
-
-def _slurm_options(runs: list, args: argparse.Namespace) -> dict:
-    """The task file's launcher.slurm section, overridden option by option by --slurm."""
-    from harness.config import launch
-
-    section = launch.check_section(runs[0].spec.raw.get("launcher"), f"{runs[0].spec.path}: launcher")
-    return {**section.get("slurm", {}), **(launch.parse_slurm(args.slurm) if args.slurm else {})}
-
-
-def _run_slurm(runs: list, opts, args: argparse.Namespace) -> list[dict] | None:
-    """``--launcher slurm``: the checks of a sequential run, then one job per unfinished run as one array.
-    With --wait, the result files of every run once the jobs ended (raises RunError naming the failed ones);
-    without it, None after printing the job ids and the commands that follow the grid."""
-    from harness.run import launcher, runner
-    from harness.run import slurm
-
-    options = _slurm_options(runs, args)
-    slurm.check_cluster(options)
-    if options.get("cluster", "slurm") != "slurm" and not args.wait:
-        raise ConfigError(f"--slurm cluster={options['cluster']} runs the jobs from this command, which must stay "
-                          "to the end; add --wait")
-    finished = [runner.finished_result(run, opts) for run in runs]
-    pending = [run for run, done in zip(runs, finished) if done is None]
-    for run, done in zip(runs, finished):
-        if done is not None:
-            print(_skip_line(f"{run.run_name} seed{run.seed}", run, done))
-    for key in dict.fromkeys(_data_key(r) for r in pending):  # what a sequential run checks, before submitting
-        _checked_data([r for r in pending if _data_key(r) == key], opts)
-    pending = [r for r in pending if r.run_name not in opts.refused]
-    task = runs[0].spec.name
-    folder = slurm.jobs_folder(opts.out, task)
-    later = (f"python -m harness status {opts.out} {runs[0].spec.path}", f"python -m harness table {opts.out / task}")
-    if pending:
-        threads = args.threads or options.get("cpus_per_task")
-        argvs = [launcher.run_argv(run, _worker_args(args, opts), threads)[1:] for run in pending]
-        jobs = slurm.submit(pending, argvs, folder, options, f"{task}")
-        ids = [str(job.job_id) for job in jobs]
-        print(f"{len(jobs)} job(s) submitted ({options.get('cluster', 'slurm')}): {', '.join(ids)}; logs under {folder}/"
-              "<job id>/")
-        if not args.wait:
-            print(f"follow them with: {later[0]}\nwhen they have ended, the tables: {later[1]}")
-            return None
-        ended = slurm.wait(pending, jobs, progress=not args.no_progress)
-        failed = [e for e in ended if e.error]
-    else:
-        failed = []
-    reading = dataclasses.replace(opts, force=False)
-    results = [d if d is not None else runner.finished_result(r, reading) for r, d in zip(runs, finished)]
-    results = [r for r in results if r is not None]
-    if failed:
-        if results:
-            _print_tables(results, args.reference, args.test_stat)
-        first = failed[0]
-        raise RunError(f"{len(failed)} of {len(pending)} job(s) failed, first {first.run.run_name} seed{first.run.seed}"
-                       f" (job {first.job_id}): {first.error.removeprefix('error: ')}; its log: {folder}/"
-                       f"{first.job_id}/")
-    return results
-
-
-def _checked_data(group: list, opts):
-    """The data of ``group`` (runs sharing one dataset setting), loaded once after the memory preflight of
-    loading it, with every run of the group built on the meta device and its memory checked."""
-    from harness.run import memory, preflight
-
-    memory.check_data(group[0].spec)
-    data = _load_data(group[0].spec)
-    refused = preflight.refusals(group, data)
-    if refused and all(r.run_name in refused for r in group) and not opts.refused:
-        raise next(iter(refused.values()))  # nothing else to run: the one line of any bad input
-    for name, err in refused.items():
-        if isinstance(err, NotApplicable):
-            print(f"note: {name} does not apply to this data and is skipped: {one_line(err)}", file=sys.stderr)
-        else:
-            print(f"warning: {name} is refused and does not run; the other methods do: {one_line(err)}",
-                  file=sys.stderr)
-    opts.refused.update(refused)
-    group = [r for r in group if r.run_name not in refused]
-    memory.check_runs(group, data, opts.device)
-    preflight.check_fit(group, data)  # last: its warnings are printed only when no check before it failed
-    return data
-
-
-def _refused_error(opts) -> ConfigError | None:
-    """The error a command ends with when some of its methods were refused (the others ran); None when only
-    methods that do not apply to the data were skipped."""
-    refused = {name: err for name, err in opts.refused.items() if not isinstance(err, NotApplicable)}
-    if not refused:
-        return None
-    names = ", ".join(f"{name} ({one_line(err)})" for name, err in refused.items())
-    return ConfigError(f"{len(refused)} run folder(s) refused, the others ran: {names}; fix or drop those "
-                       "methods' settings")
-
-
-def _skip_line(tag: str, run, done: dict) -> str:
-    """What is printed for a run whose result file exists."""
-    return f"{tag}: finished earlier, skipped ({done['_path']}; --force re-runs it){_code_changed(run, done)}"
-
-
-def _run_all(runs: list, opts) -> list[dict]:
-    """Run (or skip, when finished) every planned run; the result dicts, on rank 0."""
-    from harness.run import runner
-
-    finished = [runner.finished_result(run, opts) for run in runs]  # conflicts fail before any training
-    results, data, data_key = [], None, None
-    for i, (run, done) in enumerate(zip(runs, finished), 1):
-        tag = f"[{i}/{len(runs)}] {run.run_name} seed{run.seed}"
-        if done is not None:
-            if opts.dist.is_main:
-                print(_skip_line(tag, run, done))
-            results.append(done)
-            continue
-        if _data_key(run) != data_key:
-            data_key = _data_key(run)
-            data = _checked_data([r for r, d in zip(runs, finished) if d is None and _data_key(r) == data_key], opts)
-        if run.run_name in opts.refused:
-            continue
-        if opts.watch is not None:
-            _fit_threads(opts)
-        result = _run_locked(run, data, opts, tag)
-        if result is not None:
-            results.append(result)
-    return results
-
-
-def _fit_threads(opts) -> None:
-    """Once, before the first run trains: on a machine where other work kept cores busy since the command started,
-    train with the cores it leaves free (at least one), and say so; the timings are marked [contended] anyway."""
-    import torch
-
-    from harness.run import contention
-
-    found = contention.threads_for(opts.watch, torch.get_num_threads())
-    opts.watch = None
-    if found is None:
-        return
-    threads, record = found
-    names = ", ".join(record["busy_names"]) or "many small processes"
-    print(f"note: the machine is busy (other work kept {record['others_cores']:.1f} of its {record['cores']} cores "
-          f"busy in the last {record['wall_s']:.1f} s: {names}): torch trains with {threads} thread(s) instead of "
-          f"{torch.get_num_threads()}, which slows it less beside other work (docs/measurement.md); --threads N "
-          "sets it. Timings taken on a busy machine are marked [contended].", file=sys.stderr)
-    torch.set_num_threads(threads)
-
-
-def _code_changed(run, done: dict) -> str:
-    """A note for the skip line when the source files of the run's method, encoders or data source differ
-    from those its result was made with (results that predate the record say nothing)."""
-    from harness.run.build import classes_of
-    from harness.store.provenance import code_record
-
-    then = (done.get("code") or {}).get("files")
-    if not then:
-        return ""
-    now = code_record(classes_of(run.spec, run.method))["files"]
-    moved = set(then.values()) & set(now.values())  # a file that moved keeps its hash (harness/data/sources/)
-    changed = sorted(f for f in set(then) | set(now) if then.get(f) != now.get(f)
-                     and (then.get(f) or now.get(f)) not in moved)
-    return f"; note: its code changed since ({', '.join(changed)})" if changed else ""
-
-
-def _load_data(spec):
-    """The task's data; running out of host memory while loading is one line and exit status 3."""
-    from harness.run import guards, runner
-
-    try:
-        return runner.load_data(spec)
-    except Exception as err:
-        if not guards.is_oom(err):
-            raise
-        raise RunError(f"out of memory while loading dataset {spec.dataset.kind!r} of {spec.path}: reduce its sizes "
-                       "(dataset settings, or --set dataset.KEY=VALUE); nothing was written") from None
-
-
-def _data_key(run) -> str:
-    return repr(run.spec.resolved(run.method)["dataset"])
-
-
-def _run_locked(run, data, opts, tag: str) -> dict | None:
-    """``runner.run_one`` holding the run's lock (``harness.run.locks``): a second process reaching the same
-    (task, run, seed) waits, then skips it when the first one finished it."""
-    from harness.run import distributed as dd
-    from harness.run import locks
-    from harness.run import runner
-    from harness.store.schema import result_path
-
-    path = result_path(opts.out, run.spec.name, run.run_name, run.seed)
-    with locks.run_lock(path, lambda holder: print(f"{tag}: waiting for {holder}", flush=True),
-                        enabled=opts.dist.is_main) as waited:
-        # checked again under the lock: another process may have finished the run since this one planned it,
-        # whether this one had to wait for the lock or arrived just after the other released it
-        done = dd.from_main(lambda: runner.finished_result(run, opts), opts.dist)
-        if done is None:
-            return runner.run_one(run, data, opts)
-    if opts.dist.is_main:
-        how = "while this one waited" if waited else "since this command started"
-        print(f"{tag}: finished by the other process {how}, skipped ({done['_path']})")
-    return done
-
-
-def _print_tables(results: list[dict], reference: str | None = None, test_stat: str | None = None) -> None:
-    from harness.report import tables
-
-    rendered = tables.render(results, "simple", reference=reference, test_stat=test_stat)
-    print(f"\nAccuracy (test split, %; mean ± std over seeds)\n{rendered['accuracy']}")
-    print(f"\nTiming and peak memory ({tables.hardware_line(results)})\n{rendered['timing']}")
+    outcome = grid.run(runs, setup, opts, inits)
+    check = (lambda results: grid.check_reruns(records, results)) if args.check else None
+    return _finish(outcome, args, {r.spec.name for r in runs}, check)
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -744,42 +318,9 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_table(args: argparse.Namespace) -> int:
-    from harness.report import tables
-    from harness.store.schema import load_results
+    from harness.report import folders
 
-    folder = Path(args.folder)
-    results = load_results(folder) if folder.is_dir() else []
-    if not results:
-        raise ConfigError(f"no result files (<method>/seed<k>.json) under {folder}")
-    given = tables.TableOptions(args.reference, args.test_stat, args.split or "test")
-    writes, mixed = [], []
-    for where, subset in tables.table_folders(results).items():
-        recorded = tables.recorded_options(where)
-        options = given if recorded is None or any((args.reference, args.test_stat, args.split)) else recorded
-        if options.split == "val" and options.reference:
-            raise ConfigError("--split val shows validation metrics only; significance tests use the test split's "
-                              "per-query ranks, so drop --reference")
-        machines = tables.by_machine(subset)
-        for name, runs in machines.items():
-            shown = tables.validation_view(runs) if options.split == "val" else runs
-            rendered = tables.render(shown, args.format, reference=options.reference, test_stat=options.test_stat)
-            print(f"{where} (task {runs[0]['task']}{f'; {name}' if len(machines) > 1 else ''})\n\n"
-                  f"Accuracy ({options.split})\n{rendered['accuracy']}\n\n"
-                  f"Timing ({tables.hardware_line(runs)})\n{rendered['timing']}\n")
-        if len(machines) > 1:
-            mixed.append(f"{where} ({len(machines)} machines: {'; '.join(machines)})")
-        writes.append((where, subset, options))
-    if not args.write:
-        return 0
-    if mixed:  # checked before anything is written
-        raise ConfigError(f"not written: {', '.join(mixed)} hold runs timed on different hardware, whose rows would "
-                          "average unlike times; move each machine's runs into a folder of its own (e.g. "
-                          "results/gpu/<task>) and write each folder's tables")
-    for where, subset, options in writes:
-        paths = tables.write_tables(subset, where, reference=options.reference, test_stat=options.test_stat,
-                                    split=options.split)
-        print(f"wrote {', '.join(str(p) for p in paths)}")
-    return 0
+    return folders.cmd(args)
 
 
 def cmd_plot(args: argparse.Namespace) -> int:
@@ -815,19 +356,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 def cmd_claims(args: argparse.Namespace) -> int:
     from harness.report import claims
 
-    ledger = Path(args.ledger) if args.ledger else claims.DEFAULT_LEDGER
-    lines = claims.judge(ledger, Path(args.root) if args.root else None)
-    print(claims.render(lines, args.format))
-    print(f"\n{claims.summary(lines)}. Why:")
-    for line in lines:
-        print(f"  {line.claim_id} ({line.evidence or 'not measured'}): {line.verdict}: {line.why}")
-    if not args.check:
-        return 0
-    changed = claims.check(lines)
-    for message in changed:
-        print(f"verdict changed: {message}", file=sys.stderr)
-    print(f"\n{len(changed)} verdict(s) differ from {ledger}" if changed else f"\nevery verdict matches {ledger}")
-    return 1 if changed else 0
+    return claims.cmd(args)
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -841,7 +370,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         planned = None
     else:
         runs = plan.plan(args.task, list(args.overrides), args.sweep, [m for m in args.methods.split(",") if m],
-                         parse_seeds(args.seeds or "0"))
+                         plan.parse_seeds(args.seeds or "0"))
         planned = [(r.spec.name, r.run_name, r.seed) for r in runs]
     status.show(Path(args.out), planned, args.format)
     return 0

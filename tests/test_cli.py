@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.cli import main, parse_seeds
+from harness.cli import main
+from harness.config.plan import parse_seeds
 from harness.errors import ConfigError
 from tests.conftest import ROOT
 

@@ -151,19 +151,19 @@ def test_the_same_run_given_twice_is_refused(finished, tmp_path, capsys):
 
 def test_a_run_made_elsewhere_warns_before_it_is_made_again(tmp_path, capsys):
     """A GPU run re-made on the CPU, or a torchrun run re-made by one process, says so (once per kind)."""
-    from harness.cli import _rerun_warnings
+    from harness.run.grid import rerun_warnings
 
     record = json.loads((ROOT / "results" / "synthetic" / "contrastive" / "seed0.json").read_text())
     gpu = json.loads(json.dumps(record))
     gpu["environment"]["hardware"]["device"] = "cuda"
     two = json.loads(json.dumps(record))
     two["distributed"] = {"world_size": 2, "backend": "gloo", "batch_per_process": 64}
-    lines = _rerun_warnings([(Path("a.json"), gpu), (Path("b.json"), gpu), (Path("c.json"), two),
+    lines = rerun_warnings([(Path("a.json"), gpu), (Path("b.json"), gpu), (Path("c.json"), two),
                              (Path("d.json"), record)], "cpu", 1)
     assert len(lines) == 2
     assert "a.json was made on cuda" in lines[0] and "--device cuda" in lines[0]
     assert "c.json was made by 2 process(es)" in lines[1] and "--nproc_per_node=2" in lines[1]
-    assert _rerun_warnings([(Path("d.json"), record)], "cpu", 1) == []
+    assert rerun_warnings([(Path("d.json"), record)], "cpu", 1) == []
 
 
 @pytest.mark.slow

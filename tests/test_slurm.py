@@ -15,7 +15,7 @@ import pytest
 
 from harness import cli
 from harness.config import launch, plan
-from harness.run import launcher
+from harness.run import grid
 from tests.conftest import ROOT, write_task
 
 submitit = pytest.importorskip("submitit")
@@ -51,8 +51,7 @@ def test_options_from_the_task_file_and_the_command_line_which_wins(tmp_path, ti
     body = {"base": str(tiny_task), "launcher": {"slurm": {"partition": "cpu", "timeout_min": 30}}}
     task = write_task(tmp_path, body, "with_launcher.yaml")
     runs = plan.plan(task, [], [], ["contrastive"], [0])
-    args = cli.build_parser().parse_args(["run", str(task), "--launcher", "slurm", "--slurm", "partition=gpu"])
-    assert cli._slurm_options(runs, args) == {"partition": "gpu", "timeout_min": 30}
+    assert grid.slurm_options(runs, "partition=gpu") == {"partition": "gpu", "timeout_min": 30}
 
 
 @pytest.mark.parametrize("argv,section,message", [
@@ -130,8 +129,8 @@ def test_a_preempted_job_is_requeued_and_resumes_to_the_metrics_of_an_uninterrup
     assert reference.returncode == 0, reference.stderr
     out = tmp_path / "jobs"
     (run,) = plan.plan(tiny_task, [], [], ["swamp"], [0], 150)
-    argv = launcher.run_argv(run, ["--out", str(out), *epochs], 1)[1:]
-    (job,) = slurm.submit([run], [argv], slurm.jobs_folder(out, "tiny"), {"cluster": "local"}, "tiny")
+    description = grid.job(run, grid.Grid(out=out, epochs=150), threads=1)
+    (job,) = slurm.submit([run], [description], slurm.jobs_folder(out, "tiny"), {"cluster": "local"}, "tiny")
     result_file = out / "tiny" / run.run_name / "seed0.json"
     resume = result_file.with_suffix(".resume.pt")
     deadline = time.time() + 120

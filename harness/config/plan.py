@@ -35,6 +35,25 @@ class Run:
     source: str | None = None  # the result file it was rebuilt from (``harness rerun``), else None
 
 
+def parse_seeds(text: str) -> list[int]:
+    """'0,1,2' -> [0, 1, 2]; also 'A-B' ranges."""
+    seeds: list[int] = []
+    try:
+        for part in text.split(","):
+            if "-" in part.strip()[1:]:
+                lo, hi = part.split("-", 1)
+                seeds.extend(range(int(lo), int(hi) + 1))
+            else:
+                seeds.append(int(part))
+    except ValueError:
+        raise ConfigError(f"--seeds {text!r}: expected comma-separated integers such as 0,1,2 or 0-4") from None
+    if not seeds or min(seeds) < 0 or len(set(seeds)) != len(seeds):
+        raise ConfigError(f"--seeds {text!r}: expected distinct non-negative integers")
+    if max(seeds) >= 2**63:
+        raise ConfigError(f"--seeds {text!r}: seeds must be below 2^63 (torch's seed is a 64-bit integer)")
+    return seeds
+
+
 def parse_sweep(text: str) -> list[str]:
     """'swamp.K=200,500' -> ['swamp.K=200', 'swamp.K=500'] (scalar values only)."""
     if "=" not in text:

@@ -17,8 +17,10 @@ the benchmark gate's change of speed does.
 """
 from __future__ import annotations
 
+import argparse
 import math
 import statistics
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -263,3 +265,21 @@ def _difference(base: dict[str, Any], claim: dict[str, Any], spec: dict[str, Any
     paper = _paper(claim, "pp") if isinstance(claim.get("paper"), (int, float)) else _paper(claim)
     return Line(**base, paper=paper, ours=f"{diff:+.2f}", interval=interval, verdict=verdict, why=why,
                 hardware=_hardware(of), evidence=str(folder))
+
+
+def cmd(args: argparse.Namespace) -> int:
+    """``harness claims [LEDGER] [--check]``: the ledger judged, each verdict's reason, and with --check exit 1
+    when a verdict differs from the recorded one."""
+    ledger = Path(args.ledger) if args.ledger else DEFAULT_LEDGER
+    lines = judge(ledger, Path(args.root) if args.root else None)
+    print(render(lines, args.format))
+    print(f"\n{summary(lines)}. Why:")
+    for line in lines:
+        print(f"  {line.claim_id} ({line.evidence or 'not measured'}): {line.verdict}: {line.why}")
+    if not args.check:
+        return 0
+    changed = check(lines)
+    for message in changed:
+        print(f"verdict changed: {message}", file=sys.stderr)
+    print(f"\n{len(changed)} verdict(s) differ from {ledger}" if changed else f"\nevery verdict matches {ledger}")
+    return 1 if changed else 0

@@ -1,9 +1,8 @@
 """Running a grid of planned runs in parallel on this machine: ``run --launcher local --jobs N``.
 
-Each run (method, grid point, seed) becomes one ``harness run`` command line restricted to that run
-(``--methods``, ``--seeds``, its overrides as ``--set``), so a worker runs exactly what a sequential run
-does: it takes the run's lock, skips the run when it is finished, resumes it from its last complete epoch
-after an interruption, and writes its result atomically. ``jobs`` worker processes
+Each run (method, grid point, seed) becomes one :class:`harness.run.grid.Job`, which a worker runs exactly as
+a sequential run would: it takes the run's lock, skips the run when it is finished, resumes it from its last
+complete epoch after an interruption, and writes its result atomically. ``jobs`` worker processes
 (``python -m harness.worker``, each with ``threads`` torch threads) take the runs one at a time from a shared
 queue and keep their process between runs, so torch is imported and the Sinkhorn kernels are built or loaded
 once per worker rather than once per run. A worker that dies fails its run and is replaced for the next one.
@@ -36,24 +35,12 @@ class Outcome:
     seconds: float
 
 
-def run_argv(run: Any, common: Sequence[str], threads: int | None) -> list[str]:
-    """The command line of the worker for ``run``: its task, method, seed and overrides, then ``common``
-    (``threads`` None: torch's own number of threads); for a run rebuilt from a result file, ``harness rerun``
-    of that file."""
-    if run.source:  # rebuilt from a result file: the worker rebuilds it the same way
-        head = ["rerun", str(run.source)]
-    else:
-        sets = [arg for override in run.spec.overrides for arg in ("--set", override)]
-        head = ["run", str(run.spec.path), "--methods", run.method, "--seeds", str(run.seed), *sets]
-    return [sys.executable, "-m", "harness", *head, *common, *(["--threads", str(threads)] if threads else []),
-            "--no-progress", "--no-tables"]
-
-
-def run_local(runs: Sequence[Any], common: Sequence[str], jobs: int, threads: int,
+def run_local(runs: Sequence[Any], descriptions: Sequence[Any], jobs: int, threads: int,
               report: Callable[[str], None] = print) -> list[Outcome]:
-    """Run every planned run in ``jobs`` worker processes; the outcomes, in the order given."""
+    """Run every planned run, described by its :class:`harness.run.grid.Job` in ``descriptions``, in ``jobs``
+    worker processes; the outcomes, in the order given."""
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
-    todo = deque(enumerate(runs))
+    todo = deque(enumerate(zip(runs, descriptions, strict=True)))
     live: dict[int, subprocess.Popen] = {}  # slot -> its worker process
     lock = threading.Lock()
     stopping = threading.Event()
@@ -72,12 +59,12 @@ def run_local(runs: Sequence[Any], common: Sequence[str], jobs: int, threads: in
                 with lock:
                     if stopping.is_set() or not todo:
                         return
-                    index, run = todo.popleft()
+                    index, (run, description) = todo.popleft()
                     if process is None:
                         process = start_worker(slot)
                 started = time.perf_counter()
                 try:
-                    process.stdin.write(json.dumps(run_argv(run, common, threads)[3:]) + "\n")
+                    process.stdin.write(description.to_json() + "\n")
                     process.stdin.flush()
                     answer = process.stdout.readline()
                 except OSError:  # the worker is gone (stopped, or it died)

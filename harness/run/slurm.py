@@ -164,13 +164,18 @@ def _drop_template(folder: Path) -> None:
         pass
 
 
-def submit(runs: Sequence[Any], argvs: Sequence[Sequence[str]], folder: Path, options: Mapping[str, Any],
+def worker_argv(description: Any) -> list[str]:
+    """The worker command (after ``python``) that runs one :class:`harness.run.grid.Job` in a job."""
+    return ["-m", "harness.worker", "--job", description.to_json()]
+
+
+def submit(runs: Sequence[Any], descriptions: Sequence[Any], folder: Path, options: Mapping[str, Any],
            name: str) -> list[submitit.Job]:
     """Submit one job per run as one array; record (job id, run, seed) in ``folder/jobs.jsonl``."""
     cluster = options.get("cluster", "slurm")
     executor = make_executor(folder, options, name)
-    calls = [RunJob(f"{run.run_name} seed{run.seed}", argv, is_distributed(options), cluster != "debug")
-             for run, argv in zip(runs, argvs)]
+    calls = [RunJob(f"{run.run_name} seed{run.seed}", worker_argv(d), is_distributed(options), cluster != "debug")
+             for run, d in zip(runs, descriptions, strict=True)]
     with executor.batch():
         pending = [executor.submit(call) for call in calls]
     jobs = list(pending)

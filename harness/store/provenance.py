@@ -124,6 +124,11 @@ def set_command(argv: list[str]) -> None:
     _ARGV = list(argv)
 
 
+def command() -> list[str]:
+    """The arguments of the command being run (without the program name), as the result files record them."""
+    return list(sys.argv[1:] if _ARGV is None else _ARGV)
+
+
 def environment(device: torch.device, plugin_folders: Iterable[str] = ()) -> dict[str, Any]:
     """Hardware, library versions and code version for a result file."""
     import numpy

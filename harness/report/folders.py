@@ -1,0 +1,79 @@
+"""The tables of result folders: printed per folder of runs, written only when asked, and never averaging runs
+timed on different hardware into one row (``harness table``, and the end of ``harness run`` and ``rerun``)."""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from harness.errors import ConfigError
+from harness.report import tables
+from harness.store.schema import load_results
+
+
+def cmd(args: argparse.Namespace) -> int:
+    """``harness table FOLDER``: every result set's tables printed; written into its folder with --write."""
+    folder = Path(args.folder)
+    results = load_results(folder) if folder.is_dir() else []
+    if not results:
+        raise ConfigError(f"no result files (<method>/seed<k>.json) under {folder}")
+    given = tables.TableOptions(args.reference, args.test_stat, args.split or "test")
+    writes, mixed = [], []
+    for where, subset in tables.table_folders(results).items():
+        recorded = tables.recorded_options(where)
+        options = given if recorded is None or any((args.reference, args.test_stat, args.split)) else recorded
+        if options.split == "val" and options.reference:
+            raise ConfigError("--split val shows validation metrics only; significance tests use the test split's "
+                              "per-query ranks, so drop --reference")
+        machines = tables.by_machine(subset)
+        for name, runs in machines.items():
+            shown = tables.validation_view(runs) if options.split == "val" else runs
+            rendered = tables.render(shown, args.format, reference=options.reference, test_stat=options.test_stat)
+            print(f"{where} (task {runs[0]['task']}{f'; {name}' if len(machines) > 1 else ''})\n\n"
+                  f"Accuracy ({options.split})\n{rendered['accuracy']}\n\n"
+                  f"Timing ({tables.hardware_line(runs)})\n{rendered['timing']}\n")
+        if len(machines) > 1:
+            mixed.append(f"{where} ({len(machines)} machines: {'; '.join(machines)})")
+        writes.append((where, subset, options))
+    if not args.write:
+        return 0
+    if mixed:  # checked before anything is written
+        raise ConfigError(f"not written: {', '.join(mixed)} hold runs timed on different hardware, whose rows would "
+                          "average unlike times; move each machine's runs into a folder of its own (e.g. "
+                          "results/gpu/<task>) and write each folder's tables")
+    for where, subset, options in writes:
+        paths = tables.write_tables(subset, where, reference=options.reference, test_stat=options.test_stat,
+                                    split=options.split)
+        print(f"wrote {', '.join(str(p) for p in paths)}")
+    return 0
+
+
+def show(folder: Path, results: list[dict], reference: str | None, test_stat: str | None) -> None:
+    """Print and write the tables of every result file in ``folder`` (this command's ``results`` and those
+    already there), with the command's --reference/--test-stat or else the ones the folder's tables record;
+    runs timed on another machine keep the folder's tables from being written (they are printed apart)."""
+    everything = [r for r in load_results(folder) if Path(r["_path"]).parent.parent == folder] or results
+    recorded = tables.recorded_options(folder)
+    if reference is None and test_stat is None and recorded is not None and recorded.split == "test":
+        names = {r["run_name"] for r in everything} | {r["method"] for r in everything}
+        if recorded.reference is None or recorded.reference in names:
+            reference, test_stat = recorded.reference, recorded.test_stat
+    machines = tables.by_machine(everything)
+    for runs in machines.values():
+        print_tables(runs, reference if any(r["run_name"] == reference or r["method"] == reference for r in runs)
+                      else None, test_stat)
+    if len(everything) > len(results):
+        print(f"\n(the tables hold all {len(everything)} result files in {folder}; this command made or found "
+              f"{len(results)} of them)")
+    if len(machines) > 1:
+        print(f"\nresults: {folder}/<run>/seed<k>.json; tables not written: the folder holds runs timed on "
+              f"{len(machines)} machines ({'; '.join(machines)}); give this command an --out of its own")
+        return
+    paths = tables.write_tables(everything, folder, reference=reference, test_stat=test_stat)
+    print(f"\nresults: {folder}/<run>/seed<k>.json; tables: {', '.join(str(p) for p in paths)}")
+
+
+def print_tables(results: list[dict], reference: str | None = None, test_stat: str | None = None) -> None:
+    """The accuracy and timing tables of ``results`` on the console."""
+    rendered = tables.render(results, "simple", reference=reference, test_stat=test_stat)
+    print(f"\nAccuracy (test split, %; mean ± std over seeds)\n{rendered['accuracy']}")
+    print(f"\nTiming and peak memory ({tables.hardware_line(results)})\n{rendered['timing']}")

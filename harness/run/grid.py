@@ -1,0 +1,507 @@
+"""A grid of planned runs, run: the checks every launcher shares, then the runs one after another in this
+process (``sequential``), in worker processes of this machine (``local``, :mod:`harness.run.launcher`) or as
+SLURM jobs (``slurm``, :mod:`harness.run.slurm`); one report of what was refused and what failed.
+
+The command line plans the runs (:mod:`harness.config.plan`) and describes how to run them (:class:`Grid`);
+this module runs them and hands back an :class:`Outcome` whose tables the command line prints. A worker
+process or a SLURM job receives one run as a :class:`Job`, a JSON object, and runs it with :func:`run_job`:
+no launcher writes or parses command lines.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+import torch
+
+from harness.config import plan
+from harness.config.plan import Run
+from harness.errors import ConfigError, NotApplicable, RunError, one_line
+from harness.run import checkpoint, contention, guards, locks, memory, preflight, runner
+from harness.run import distributed as dd
+from harness.store.provenance import code_record, set_command
+from harness.store.schema import read_result, result_path
+
+LAUNCHERS = ("sequential", "local", "slurm")
+
+
+@dataclass(frozen=True)
+class Job:
+    """One planned run as a worker process or a SLURM job receives it: a run of a task file (task, method, seed,
+    overrides) or, with ``source``, the run a result file records; with the options of the command that planned
+    it and that command's own words (``command``, recorded in the result file)."""
+
+    out: str
+    task: str | None = None
+    method: str | None = None
+    seed: int = 0
+    overrides: tuple[str, ...] = ()
+    source: str | None = None
+    epochs: int | None = None
+    init: str | None = None
+    device: str = "auto"
+    force: bool = False
+    on_nan: str = "stop"
+    threads: int | None = None
+    include: tuple[str, ...] = ()
+    command: tuple[str, ...] = ()
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> Job:
+        data = json.loads(text)
+        names = {f.name for f in dataclasses.fields(cls)}
+        if not isinstance(data, dict) or not set(data) <= names or "out" not in data:
+            raise ConfigError(f"not a job description: {text[:200]!r}; expected a JSON object with keys among "
+                              f"{', '.join(sorted(names))}")
+        for key in ("overrides", "include", "command"):
+            data[key] = tuple(data.get(key) or ())
+        return cls(**data)
+
+
+@dataclass
+class Grid:
+    """How a command asks its runs to be run: the launcher and its options, and what every run shares."""
+
+    out: Path
+    device: str = "auto"
+    launcher: str = "sequential"
+    jobs: int | None = None  # worker processes of the local launcher
+    threads: int | None = None  # torch threads per run
+    slurm: str | None = None  # --slurm KEY=VALUE,...: over the task file's launcher.slurm section
+    wait: bool = False  # SLURM: wait for the jobs to end
+    data_root: str | None = None  # runs rebuilt from result files: their dataset.root
+    progress: bool = True
+    force: bool = False
+    on_nan: str = "stop"
+    epochs: int | None = None
+    init: Path | None = None
+    include: tuple[str, ...] = ()
+    command: tuple[str, ...] = ()
+    later: tuple[str, str] = ("", "")  # SLURM without --wait: the commands to follow the jobs, and the tables
+
+
+@dataclass
+class Outcome:
+    """What a grid produced: the result dicts of every run finished (now or before), the error of the runs that
+    failed (raised by the caller after printing the tables of the others), the error of the methods refused
+    (raised last), and whether jobs were submitted without waiting for them (no results to show yet)."""
+
+    results: list[dict[str, Any]]
+    failed: RunError | None = None
+    refused: ConfigError | None = None
+    submitted: bool = False
+    main: bool = True  # False in the other processes of a torchrun job: they print nothing
+    refused_names: frozenset[str] = frozenset()  # the run folders refused (and not run)
+
+
+def check(grid: Grid, world_size: int) -> None:
+    """The launcher options fit together: positive --jobs/--threads, --jobs with local only, SLURM outside
+    torchrun and with submitit installed."""
+    if grid.launcher not in LAUNCHERS:
+        raise ConfigError(f"unknown launcher {grid.launcher!r}; use one of {', '.join(LAUNCHERS)}")
+    if grid.threads is not None and grid.threads < 1:
+        raise ConfigError(f"--threads {grid.threads}: give a positive number of torch threads per run")
+    if grid.launcher != "slurm":
+        for flag, given in (("--slurm", grid.slurm is not None), ("--wait", grid.wait)):
+            if given:
+                raise ConfigError(f"{flag} goes with --launcher slurm; add --launcher slurm")
+    if grid.launcher == "slurm":
+        if grid.jobs is not None:
+            raise ConfigError("--jobs sets the workers of --launcher local; SLURM runs every job of the array "
+                              "(limit them with --slurm array_parallelism=N)")
+        if world_size > 1:
+            raise ConfigError("--launcher slurm submits jobs; run it without torchrun")
+        try:
+            import submitit  # noqa: F401
+        except ImportError:
+            raise ConfigError('--launcher slurm needs submitit, which is not installed; pip install '
+                              '"swamp-bench[cluster]" (or python -m pip install "submitit>=1.5")') from None
+        return
+    if grid.launcher != "local":
+        if grid.jobs is not None:
+            raise ConfigError("--jobs sets the workers of --launcher local; add --launcher local")
+        return
+    if grid.jobs is not None and grid.jobs < 1:
+        raise ConfigError(f"--jobs {grid.jobs}: give a positive number of worker processes")
+    if world_size > 1:
+        raise ConfigError("--launcher local starts processes of its own; run it without torchrun")
+
+
+def options(grid: Grid, watch: contention.Snapshot | None = None) -> runner.RunOptions:
+    """The run options of a grid's runs in this process: its device (the process's own GPU under torchrun),
+    the process group joined under torchrun, and the machine's watch when this process may lower its threads."""
+    device = runner.resolve_device(grid.device)
+    info = dd.init_from_env(device.type)  # torchrun: join the process group; otherwise a single process
+    if info.world_size > 1 and device.type == "cuda":
+        device = torch.device("cuda", info.local_rank)
+    check(grid, info.world_size)
+    if grid.threads is not None:
+        torch.set_num_threads(grid.threads)
+    mine = watch if (grid.threads is None and info.world_size == 1 and device.type == "cpu"
+                     and grid.launcher == "sequential") else None
+    return runner.RunOptions(device=device, out=grid.out, progress=grid.progress, force=grid.force, init=grid.init,
+                             dist=info, on_nan=grid.on_nan, watch=mine)
+
+
+def run(runs: list[Run], grid: Grid, opts: runner.RunOptions, inits: Sequence[Path | None] | None = None) -> Outcome:
+    """Every run of ``runs`` by the grid's launcher (skipped where finished); ``inits``: the checkpoint each run
+    starts from when they differ (runs rebuilt from result files), else ``opts.init`` for all."""
+    try:
+        if grid.launcher == "sequential":
+            results: list[dict[str, Any]] = []
+            starts = list(inits) if inits is not None else [opts.init] * len(runs)
+            for init in dict.fromkeys(starts):  # the runs of one starting point together, in the order given
+                group = [r for r, i in zip(runs, starts, strict=True) if i == init]
+                results += _sequential(group, dataclasses.replace(opts, init=init))
+            outcome = Outcome(results)
+        else:
+            outcome = _in_workers(runs, grid, opts)
+    finally:
+        dd.shutdown()
+    outcome.refused = refused_error(opts) if opts.dist.is_main else None
+    outcome.main = opts.dist.is_main
+    outcome.refused_names = frozenset(opts.refused)
+    return outcome
+
+
+def job(run: Run, grid: Grid, threads: int | None) -> Job:
+    """The :class:`Job` of one planned run of ``grid``."""
+    common = dict(out=str(grid.out), epochs=grid.epochs, init=str(grid.init) if grid.init else None,
+                  device=grid.device, force=grid.force, on_nan=grid.on_nan, threads=threads, include=grid.include,
+                  command=grid.command)
+    if run.source:  # rebuilt from a result file: the worker rebuilds it the same way
+        overrides = (f"dataset.root={grid.data_root}",) if grid.data_root else ()
+        return Job(source=run.source, seed=run.seed, overrides=overrides, **common)
+    return Job(task=str(run.spec.path), method=run.method, seed=run.seed, overrides=tuple(run.spec.overrides),
+               **common)
+
+
+def run_job(job: Job) -> None:
+    """Run one :class:`Job` in this process, as ``run`` or ``rerun`` of that one run would, without tables."""
+    from harness.config import registry
+
+    registry.set_include(list(job.include))
+    set_command(list(job.command))
+    init = Path(job.init) if job.init else None
+    if job.source is not None:
+        record = read_result(Path(job.source))
+        runs = [plan.from_record(record, job.source, list(job.overrides))]
+        init = Path(record["init"]) if record.get("init") else None
+    else:
+        if job.task is None or job.method is None:
+            raise ConfigError("a job names a task and a method, or the result file of a run (source)")
+        runs = plan.plan(job.task, list(job.overrides), [], [job.method], [job.seed], job.epochs,
+                         checkpoint.init_label(init) if init else None)
+    grid = Grid(out=Path(job.out), device=job.device, threads=job.threads, progress=False, force=job.force,
+                on_nan=job.on_nan, epochs=job.epochs, init=init)
+    outcome = run(runs, grid, options(grid))
+    if outcome.refused is not None:
+        raise outcome.refused
+
+
+# --- runs rebuilt from result files (harness rerun) -----------------------------------------------------------
+
+def result_records(targets: Sequence[str]) -> list[tuple[Path, dict[str, Any]]]:
+    """(path, record) of every result file named, or found in a named folder (as `harness table` finds them),
+    each once, in order."""
+    from harness.store.schema import load_results
+
+    records: dict[Path, dict[str, Any]] = {}
+    for target in targets:
+        path = Path(target)
+        if path.is_dir():
+            found = load_results(path)
+            if not found:
+                raise ConfigError(f"{path}: no result files (seed<k>.json) in this folder or below it")
+            records.update((Path(r["_path"]), r) for r in found if Path(r["_path"]) not in records)
+        elif path.is_file():
+            try:
+                records.setdefault(path, json.loads(path.read_text()))
+            except (OSError, ValueError) as err:
+                raise ConfigError(f"cannot read the result file {path} ({err})") from None
+        else:
+            raise ConfigError(f"{path}: no such result file or folder; give result files (seed<k>.json) or "
+                              "folders that hold them")
+    return list(records.items())
+
+
+def reruns(records: list[tuple[Path, dict[str, Any]]], data_root: str | None,
+           launcher: str) -> tuple[list[Run], list[Path | None]]:
+    """The runs the records describe, rebuilt from their own settings, and the checkpoint each started from;
+    the same run twice, or a launcher that cannot start from checkpoints, is a ConfigError."""
+    overrides = [f"dataset.root={data_root}"] if data_root else []
+    runs = [plan.from_record(record, str(path), overrides) for path, record in records]
+    keys = [(r.spec.name, r.run_name, r.seed) for r in runs]
+    twice = sorted({k for k in keys if keys.count(k) > 1})
+    if twice:
+        task, name, seed = twice[0]
+        raise ConfigError(f"two of the given result files are the same run ({task}/{name} seed{seed}); give each "
+                          "run once")
+    inits = [Path(record["init"]) if record.get("init") else None for _, record in records]
+    for init in dict.fromkeys(i for i in inits if i is not None):
+        checkpoint.checkpoint_of(init)  # a run that started from a checkpoint starts from it again
+    if launcher == "local" and any(inits):
+        raise ConfigError("--launcher local: some of these runs started from a checkpoint; re-run those "
+                          "without --launcher local")
+    return runs, inits
+
+
+def rerun_warnings(records: list[tuple[Path, dict[str, Any]]], device: str, world_size: int) -> list[str]:
+    """One line per kind of difference between where the runs were made and where they are made again (the
+    device type, the number of torchrun processes), which changes the numbers the runs compute."""
+    lines, seen = [], set()
+    for path, record in records:
+        made_on = ((record.get("environment") or {}).get("hardware") or {}).get("device")
+        if made_on and made_on != device and ("device", made_on) not in seen:
+            seen.add(("device", made_on))
+            lines.append(f"{path} was made on {made_on}, and is made again on {device} here: expect other numbers "
+                         f"(--device {made_on} to match)")
+        processes = (record.get("distributed") or {}).get("world_size") or 1
+        if processes != world_size and ("world", processes) not in seen:
+            seen.add(("world", processes))
+            lines.append(f"{path} was made by {processes} process(es) and is made again by {world_size} here: "
+                         f"expect other numbers (torchrun --nproc_per_node={processes} -m harness rerun ... to match)")
+    return lines
+
+
+def check_reruns(records: list[tuple[Path, dict[str, Any]]], results: list[dict[str, Any]]) -> int:
+    """Print, per run, whether its test metrics equal the recorded ones exactly; the number that differ."""
+    from tabulate import tabulate
+
+    new = {(r["task"], r["run_name"], r["seed"]): r for r in results}
+    rows, differ = [], 0
+    for path, record in records:
+        result = new.get((record["task"], record["run_name"], record["seed"]))
+        if result is None:
+            continue
+        old, now = record.get("metrics", {}), result.get("metrics", {})
+        gaps = {k: abs(float(now[k]) - float(old[k])) for k in old.keys() & now.keys() if now[k] != old[k]}
+        missing = sorted(old.keys() ^ now.keys())
+        if gaps or missing:
+            differ += 1
+            worst = max(gaps, key=lambda k: gaps[k]) if gaps else None
+            text = (f"{len(gaps)} of {len(old)} differ, largest {worst} {old[worst]:.4g} -> {now[worst]:.4g}"
+                    if worst else "") + (f"; only in one: {', '.join(missing)}" if missing else "")
+        else:
+            text = f"all {len(old)} identical"
+        rows.append([str(path), text])
+    print(f"\nRecorded against re-run test metrics\n{tabulate(rows, headers=['result file', 'metrics'])}")
+    print(f"\n{len(rows) - differ} of {len(rows)} run(s) reproduced their recorded test metrics exactly")
+    return differ
+
+
+# --- the preamble every launcher shares ---------------------------------------------------------------------
+
+def _finished(runs: list[Run], opts: runner.RunOptions) -> list[dict[str, Any] | None]:
+    """Each run's result when it is finished with the same settings (a conflict fails before any training)."""
+    return [runner.finished_result(r, opts) for r in runs]
+
+
+def skip_line(tag: str, run: Run, done: dict[str, Any]) -> str:
+    """What is printed for a run whose result file exists."""
+    return f"{tag}: finished earlier, skipped ({done['_path']}; --force re-runs it){code_changed(run, done)}"
+
+
+def code_changed(run: Run, done: dict[str, Any]) -> str:
+    """A note for the skip line when the source files of the run's method, encoders or data source differ
+    from those its result was made with (results that predate the record say nothing)."""
+    from harness.run.build import classes_of
+
+    then = (done.get("code") or {}).get("files")
+    if not then:
+        return ""
+    now = code_record(classes_of(run.spec, run.method))["files"]
+    moved = set(then.values()) & set(now.values())  # a file that moved keeps its hash (harness/data/sources/)
+    changed = sorted(f for f in set(then) | set(now) if then.get(f) != now.get(f)
+                     and (then.get(f) or now.get(f)) not in moved)
+    return f"; note: its code changed since ({', '.join(changed)})" if changed else ""
+
+
+def data_key(run: Run) -> str:
+    return repr(run.spec.resolved(run.method)["dataset"])
+
+
+def load_data(spec: Any) -> Any:
+    """The task's data; running out of host memory while loading is one line and exit status 3."""
+    try:
+        return runner.load_data(spec)
+    except Exception as err:
+        if not guards.is_oom(err):
+            raise
+        raise RunError(f"out of memory while loading dataset {spec.dataset.kind!r} of {spec.path}: reduce its sizes "
+                       "(dataset settings, or --set dataset.KEY=VALUE); nothing was written") from None
+
+
+def checked_data(group: list[Run], opts: runner.RunOptions) -> Any:
+    """The data of ``group`` (runs sharing one dataset setting), loaded once after the memory preflight of
+    loading it, with every run of the group built on the meta device and its memory checked; methods refused
+    on this data are recorded in ``opts.refused`` (an error when nothing else is left to run)."""
+    memory.check_data(group[0].spec)
+    data = load_data(group[0].spec)
+    refused = preflight.refusals(group, data)
+    if refused and all(r.run_name in refused for r in group) and not opts.refused:
+        raise next(iter(refused.values()))  # nothing else to run: the one line of any bad input
+    for name, err in refused.items():
+        if isinstance(err, NotApplicable):
+            print(f"note: {name} does not apply to this data and is skipped: {one_line(err)}", file=sys.stderr)
+        else:
+            print(f"warning: {name} is refused and does not run; the other methods do: {one_line(err)}",
+                  file=sys.stderr)
+    opts.refused.update(refused)
+    group = [r for r in group if r.run_name not in refused]
+    memory.check_runs(group, data, opts.device)
+    preflight.check_fit(group, data)  # last: its warnings are printed only when no check before it failed
+    return data
+
+
+def refused_error(opts: runner.RunOptions) -> ConfigError | None:
+    """The error a command ends with when some of its methods were refused (the others ran); None when only
+    methods that do not apply to the data were skipped."""
+    refused = {name: err for name, err in opts.refused.items() if not isinstance(err, NotApplicable)}
+    if not refused:
+        return None
+    names = ", ".join(f"{name} ({one_line(err)})" for name, err in refused.items())
+    return ConfigError(f"{len(refused)} run folder(s) refused, the others ran: {names}; fix or drop those "
+                       "methods' settings")
+
+
+def _failed(failures: list[tuple[Run, str]], pending: int, what: str) -> RunError:
+    """The one error of a grid whose runs failed: how many, and the first one's reason."""
+    run, reason = failures[0]
+    return RunError(f"{len(failures)} of {pending} {what} failed, first {run.run_name} seed{run.seed} {reason}")
+
+
+# --- sequential: this process ---------------------------------------------------------------------------------
+
+def _sequential(runs: list[Run], opts: runner.RunOptions) -> list[dict[str, Any]]:
+    """Run (or skip, when finished) every planned run in this process; the result dicts, on rank 0."""
+    finished = _finished(runs, opts)
+    results, data, key = [], None, None
+    for i, (run, done) in enumerate(zip(runs, finished, strict=True), 1):
+        tag = f"[{i}/{len(runs)}] {run.run_name} seed{run.seed}"
+        if done is not None:
+            if opts.dist.is_main:
+                print(skip_line(tag, run, done))
+            results.append(done)
+            continue
+        if data_key(run) != key:  # each dataset loaded when its first run comes, checked with all of its runs
+            key = data_key(run)
+            data = checked_data([r for r, d in zip(runs, finished, strict=True) if d is None and data_key(r) == key],
+                                opts)
+        if run.run_name in opts.refused:
+            continue
+        if opts.watch is not None:
+            _fit_threads(opts)
+        result = _run_locked(run, data, opts, tag)
+        if result is not None:
+            results.append(result)
+    return results
+
+
+def _fit_threads(opts: runner.RunOptions) -> None:
+    """Once, before the first run trains: on a machine where other work kept cores busy since the command started,
+    train with the cores it leaves free (at least one), and say so; the timings are marked [contended] anyway."""
+    found = contention.threads_for(opts.watch, torch.get_num_threads())
+    opts.watch = None
+    if found is None:
+        return
+    threads, record = found
+    names = ", ".join(record["busy_names"]) or "many small processes"
+    print(f"note: the machine is busy (other work kept {record['others_cores']:.1f} of its {record['cores']} cores "
+          f"busy in the last {record['wall_s']:.1f} s: {names}): torch trains with {threads} thread(s) instead of "
+          f"{torch.get_num_threads()}, which slows it less beside other work (docs/measurement.md); --threads N "
+          "sets it. Timings taken on a busy machine are marked [contended].", file=sys.stderr)
+    torch.set_num_threads(threads)
+
+
+def _run_locked(run: Run, data: Any, opts: runner.RunOptions, tag: str) -> dict[str, Any] | None:
+    """``runner.run_one`` holding the run's lock (:mod:`harness.run.locks`): a second process reaching the same
+    (task, run, seed) waits, then skips it when the first one finished it."""
+    path = result_path(opts.out, run.spec.name, run.run_name, run.seed)
+    with locks.run_lock(path, lambda holder: print(f"{tag}: waiting for {holder}", flush=True),
+                        enabled=opts.dist.is_main) as waited:
+        # checked again under the lock: another process may have finished the run since this one planned it,
+        # whether this one had to wait for the lock or arrived just after the other released it
+        done = dd.from_main(lambda: runner.finished_result(run, opts), opts.dist)
+        if done is None:
+            return runner.run_one(run, data, opts)
+    if opts.dist.is_main:
+        how = "while this one waited" if waited else "since this command started"
+        print(f"{tag}: finished by the other process {how}, skipped ({done['_path']})")
+    return done
+
+
+# --- local and slurm: other processes -------------------------------------------------------------------------
+
+def _in_workers(runs: list[Run], grid: Grid, opts: runner.RunOptions) -> Outcome:
+    """The checks of a sequential run, here, before any worker or job starts; then the unfinished runs in worker
+    processes (local) or as one SLURM job array; the results of every run that finished."""
+    from harness.run import launcher
+
+    finished = _finished(runs, opts)
+    for run, done in zip(runs, finished, strict=True):
+        if done is not None:
+            print(skip_line(f"{run.run_name} seed{run.seed}", run, done))
+    pending = [run for run, done in zip(runs, finished, strict=True) if done is None]
+    for key in dict.fromkeys(data_key(r) for r in pending):
+        checked_data([r for r in pending if data_key(r) == key], opts)
+    pending = [r for r in pending if r.run_name not in opts.refused]
+    if grid.launcher == "local":
+        jobs = grid.jobs or 2
+        threads = grid.threads or launcher.default_threads(jobs)
+        if pending:
+            print(f"{len(pending)} run(s) in {jobs} worker process(es), {threads} torch thread(s) each")
+        outcomes = launcher.run_local(pending, [job(r, grid, threads) for r in pending], jobs, threads)
+        failures = [(o.run, f"(exit {o.returncode}): {o.last_line.removeprefix('error: ')}")
+                    for o in outcomes if o.returncode != 0]
+        error = _failed(failures, len(pending), "run(s)") if failures else None
+    else:
+        failures, submitted = _slurm(pending, runs, grid)
+        if submitted:
+            return Outcome([], submitted=True)
+        error = _failed(failures, len(pending), "job(s)") if failures else None
+    reading = dataclasses.replace(opts, force=False)  # the workers' result files, --force or not
+    results = [d if d is not None else runner.finished_result(r, reading) for r, d in zip(runs, finished, strict=True)]
+    return Outcome([r for r in results if r is not None], failed=error)
+
+
+def slurm_options(runs: list[Run], text: str | None) -> dict[str, Any]:
+    """The task file's launcher.slurm section, overridden option by option by --slurm ``text``."""
+    from harness.config import launch
+
+    section = launch.check_section(runs[0].spec.raw.get("launcher"), f"{runs[0].spec.path}: launcher")
+    return {**section.get("slurm", {}), **(launch.parse_slurm(text) if text else {})}
+
+
+def _slurm(pending: list[Run], runs: list[Run], grid: Grid) -> tuple[list[tuple[Run, str]], bool]:
+    """Submit the pending runs as one job array; without --wait, print how to follow them and report them
+    submitted; with it, wait and return the failures."""
+    from harness.run import slurm
+
+    options = slurm_options(runs, grid.slurm)
+    slurm.check_cluster(options)
+    if options.get("cluster", "slurm") != "slurm" and not grid.wait:
+        raise ConfigError(f"--slurm cluster={options['cluster']} runs the jobs from this command, which must stay "
+                          "to the end; add --wait")
+    if not pending:
+        return [], False
+    task = runs[0].spec.name
+    folder = slurm.jobs_folder(grid.out, task)
+    threads = grid.threads or options.get("cpus_per_task")
+    jobs = slurm.submit(pending, [job(r, grid, threads) for r in pending], folder, options, task)
+    ids = [str(j.job_id) for j in jobs]
+    print(f"{len(jobs)} job(s) submitted ({options.get('cluster', 'slurm')}): {', '.join(ids)}; logs under {folder}/"
+          "<job id>/")
+    if not grid.wait:
+        print(f"follow them with: {grid.later[0]}\nwhen they have ended, the tables: {grid.later[1]}")
+        return [], True
+    ended = slurm.wait(pending, jobs, progress=grid.progress)
+    return [(e.run, f"(job {e.job_id}): {e.error.removeprefix('error: ')}; its log: {folder}/{e.job_id}/")
+            for e in ended if e.error], False
