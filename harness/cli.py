@@ -176,6 +176,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="the run command's --set (with TASK)")
     status.add_argument("--sweep", action="append", default=[], metavar="NAME.KEY=V1,V2,...",
                         help="the run command's --sweep (with TASK)")
+    status.add_argument("--epochs", type=int, default=None, help="the run command's --epochs (with TASK)")
+    status.add_argument("--init", default=None, metavar="PATH", help="the run command's --init (with TASK)")
     status.add_argument("--format", default="simple", help="table format (tabulate name, e.g. github)")
     from harness.bench import DEFAULT_FACTOR
 
@@ -491,7 +493,7 @@ def _run_slurm(runs: list, opts, args: argparse.Namespace) -> list[dict] | None:
     pending = [r for r in pending if r.run_name not in opts.refused]
     task = runs[0].spec.name
     folder = slurm.jobs_folder(opts.out, task)
-    later = (f"python -m harness status {opts.out} {runs[0].spec.path}", f"python -m harness table {opts.out / task}")
+    later = (slurm.status_command(opts.out, runs[0].spec.path, args), f"python -m harness table {opts.out / task}")
     if pending:
         threads = args.threads or options.get("cpus_per_task")
         argvs = [launcher.run_argv(run, _worker_args(args, opts), threads)[1:] for run in pending]
@@ -740,13 +742,16 @@ def cmd_status(args: argparse.Namespace) -> int:
     from harness.report import status
 
     if args.task is None:
-        if args.methods or args.seeds or args.overrides or args.sweep:
-            raise ConfigError("--methods, --seeds, --set and --sweep describe the planned runs of a task; add the "
-                              "task file, e.g. status results tasks/synthetic.yaml --seeds 0-4")
+        if args.methods or args.seeds or args.overrides or args.sweep or args.epochs is not None or args.init:
+            raise ConfigError("--methods, --seeds, --set, --sweep, --epochs and --init describe the planned runs of "
+                              "a task; add the task file, e.g. status results tasks/synthetic.yaml --seeds 0-4")
         planned = None
     else:
+        from harness.run import checkpoint
+
         runs = plan.plan(args.task, list(args.overrides), args.sweep, [m for m in args.methods.split(",") if m],
-                         parse_seeds(args.seeds or "0"))
+                         parse_seeds(args.seeds or "0"), args.epochs,
+                         checkpoint.init_label(Path(args.init)) if args.init else None)
         planned = [(r.spec.name, r.run_name, r.seed) for r in runs]
     status.show(Path(args.out), planned, args.format)
     return 0
