@@ -69,14 +69,14 @@ class RunJob(Checkpointable):
             TorchDistributedEnvironment().export(set_cuda_visible_devices=False)
             env = dict(os.environ)
         started = time.perf_counter()
-        self._process = subprocess.Popen([sys.executable, *self.argv], env=env, stdout=subprocess.PIPE,
-                                         stderr=subprocess.STDOUT, text=True, bufsize=1)
+        process = self._process = subprocess.Popen([sys.executable, *self.argv], env=env, stdout=subprocess.PIPE,
+                                                   stderr=subprocess.STDOUT, text=True, bufsize=1)
         lines: list[str] = []
         try:
-            for line in self._process.stdout:  # type: ignore[union-attr]
+            for line in process.stdout:  # type: ignore[union-attr]
                 print(line, end="", flush=True)  # into the job's log
                 lines.append(line.rstrip("\n"))
-            code = self._process.wait()
+            code = process.wait()
         finally:
             self._stop()
         if self._cancelled:
@@ -89,19 +89,20 @@ class RunJob(Checkpointable):
         return outcome
 
     def _handle_sigterm(self) -> None:
-        """SIGTERM as SLURM sends it: on ``scancel`` (the job ends: stop the worker, no requeue), and, on a
-        cluster without ``SlurmctldParameters=preempt_send_user_signal``, to a job preempted with a grace time
-        instead of the job's ``--signal``: then it is handled as that signal is (checkpoint and requeue)."""
+        """SIGTERM as SLURM sends it: on a cluster without ``SlurmctldParameters=preempt_send_user_signal``, to
+        a job preempted with a grace time instead of the job's ``--signal``: then it is handled as that signal
+        is (checkpoint and requeue); on ``scancel`` (or at the time limit) the job ends: the worker is
+        stopped, nothing is requeued."""
         on_user_signal = signal.getsignal(submitit.JobEnvironment._usr_sig())  # submitit's checkpoint and requeue
         if not callable(on_user_signal):
             return
 
         def on_sigterm(signum: int, frame: Any) -> None:
-            if slurm_job_state(os.environ["SLURM_JOB_ID"]) == "CANCELLED":
-                self._cancelled = True
-                self._stop()
+            if preempted(os.environ["SLURM_JOB_ID"]):
+                on_user_signal(signum, frame)
                 return
-            on_user_signal(signum, frame)
+            self._cancelled = True
+            self._stop()
 
         signal.signal(signal.SIGTERM, on_sigterm)
 
@@ -122,17 +123,19 @@ class RunJob(Checkpointable):
                 process.wait()
 
 
-CANCELLED_BY_SCANCEL = ("cancelled (scancel) while it ran; its last complete epoch is saved: the same command "
-                        "resumes it")
+CANCELLED_BY_SCANCEL = ("stopped by SLURM's SIGTERM while it ran (scancel, or its time limit); its last complete "
+                        "epoch is saved: the same command resumes it")
 
 
-def slurm_job_state(job_id: str) -> str:
-    """The controller's state of a job (``scontrol show job``), e.g. RUNNING, CANCELLED; '' when unknown."""
+def preempted(job_id: str) -> bool:
+    """Whether SLURM has chosen this job for preemption (``scontrol show job``'s PreemptTime is set): a SIGTERM
+    then announces the end of its grace time; on ``scancel`` or at the time limit it is not set."""
     try:
         text = subprocess.run(["scontrol", "show", "job", job_id], capture_output=True, text=True, timeout=30).stdout
     except (OSError, subprocess.SubprocessError):
-        return ""
-    return next((word.split("=", 1)[1] for word in text.split() if word.startswith("JobState=")), "")
+        return False
+    when = next((word.split("=", 1)[1] for word in text.split() if word.startswith("PreemptTime=")), "None")
+    return when not in ("None", "Unknown", "")
 
 
 def status_command(out: Path, task: Path | str, args: Any) -> str:
@@ -297,6 +300,7 @@ def query(job_ids: Sequence[str]) -> tuple[dict[str, Record], str]:
             if len(fields) >= 3:
                 state, _, by = fields[1].partition(" ")
                 for job_id in _expand(fields[0]):
+                    by = by.replace("by ", "by uid ", 1)  # "CANCELLED by 0"
                     records[job_id] = Record(state, by or (f"exit code {fields[2]}" if fields[2] != "0:0" else ""),
                                              "sacct")
     if shutil.which("squeue") is not None:
@@ -361,8 +365,9 @@ def describe(outcomes: list[tuple[str, Any]] | None, record: Record | None, sacc
             return "TIMEOUT", (f"no requeue left: requeued as often as allowed{limit}, then timed out or was preempted "
                                "again; the same command resumes it from its last complete epoch")
         if CANCELLED_BY_SCANCEL in reason:
-            return "CANCELLED", CANCELLED_BY_SCANCEL + (f" (by uid {record.detail.removeprefix('by ')})"
-                                                        if record is not None and record.detail else "")
+            state = slurm_state if slurm_state in FINAL_STATES and slurm_state != "COMPLETED" else "CANCELLED"
+            who = f" ({record.detail})" if state == "CANCELLED" and record and record.detail.startswith("by uid") else ""
+            return state, CANCELLED_BY_SCANCEL + who
         if slurm_state in FINAL_STATES and slurm_state not in ("COMPLETED", "FAILED"):
             return slurm_state, f"{_WHY[slurm_state]}: {reason}"
         return "FAILED", reason
@@ -373,7 +378,7 @@ def describe(outcomes: list[tuple[str, Any]] | None, record: Record | None, sacc
         return "unknown (no record)", ("no result file and no record in squeue or sacct: the job ended without "
                                        "a result (e.g. cancelled while pending); the same command starts it")
     if slurm_state in FINAL_STATES:
-        who = f" ({record.detail})" if record.detail else ""
+        who = f" ({record.detail})" if record.detail.startswith(("by uid", "exit code")) else ""
         return slurm_state, _WHY[slurm_state] + who
     return slurm_state, record.detail
 
