@@ -177,6 +177,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="the run command's --set (with TASK)")
     status.add_argument("--sweep", action="append", default=[], metavar="NAME.KEY=V1,V2,...",
                         help="the run command's --sweep (with TASK)")
+    status.add_argument("--epochs", type=int, default=None, help="the run command's --epochs (with TASK)")
+    status.add_argument("--init", default=None, metavar="PATH", help="the run command's --init (with TASK)")
     status.add_argument("--format", default="simple", help="table format (tabulate name, e.g. github)")
     from harness.bench import DEFAULT_FACTOR
 
@@ -226,7 +228,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     out = Path(args.out)
     preflight.check_out(out, [result_path(out, r.spec.name, r.run_name, r.seed).parent for r in runs])
     preflight.check_environment()
-    setup = _grid(args, init=init, later=_later(args, runs))
+    setup = _grid(args, init=init, later=_later(args, runs[0].spec.path, runs[0].spec.name))
     outcome = grid.run(runs, setup, grid.options(setup, watch))
     if args.reference in outcome.refused_names:
         args.reference = None  # refused: it has no result to compare with
@@ -245,11 +247,12 @@ def _grid(args: argparse.Namespace, init: Path | None = None, later: tuple[str, 
                      command=tuple(provenance.command()), data_root=args.data_root, later=later)
 
 
-def _later(args: argparse.Namespace, runs: list) -> tuple[str, str]:
-    """What to type once SLURM jobs are submitted: ``status`` of exactly this command's runs, and the tables."""
+def _later(args: argparse.Namespace, task: Path, name: str) -> tuple[str, str]:
+    """What to type once SLURM jobs are submitted: ``status`` of exactly this command's runs (its run-selecting
+    flags), and the tables of the task's folder ``name``."""
     import shlex
 
-    words = ["python", "-m", "harness", "status", args.out, str(runs[0].spec.path)]
+    words = ["python", "-m", "harness", "status", args.out, str(task)]
     words += ["--methods", args.methods] if args.methods else []
     words += ["--seeds", args.seeds] if args.seeds != "0" else []
     words += [w for o in args.overrides for w in ("--set", o)] + [w for o in args.sweep for w in ("--sweep", o)]
@@ -257,7 +260,7 @@ def _later(args: argparse.Namespace, runs: list) -> tuple[str, str]:
     words += ["--epochs", str(args.epochs)] if args.epochs is not None else []
     words += ["--init", args.init] if args.init else []
     words += [w for path in args.include for w in ("--include", path)]
-    return shlex.join(words), f"python -m harness table {Path(args.out) / runs[0].spec.name} --write"
+    return shlex.join(words), f"python -m harness table {Path(args.out) / name} --write"
 
 
 def _finish(outcome, args: argparse.Namespace, tasks: set[str], check=None) -> int:
@@ -364,13 +367,16 @@ def cmd_status(args: argparse.Namespace) -> int:
     from harness.report import status
 
     if args.task is None:
-        if args.methods or args.seeds or args.overrides or args.sweep:
-            raise ConfigError("--methods, --seeds, --set and --sweep describe the planned runs of a task; add the "
-                              "task file, e.g. status results tasks/synthetic.yaml --seeds 0-4")
+        if args.methods or args.seeds or args.overrides or args.sweep or args.epochs is not None or args.init:
+            raise ConfigError("--methods, --seeds, --set, --sweep, --epochs and --init describe the planned runs of "
+                              "a task; add the task file, e.g. status results tasks/synthetic.yaml --seeds 0-4")
         planned = None
     else:
+        from harness.run import checkpoint
+
         runs = plan.plan(args.task, list(args.overrides), args.sweep, [m for m in args.methods.split(",") if m],
-                         plan.parse_seeds(args.seeds or "0"))
+                         plan.parse_seeds(args.seeds or "0"), args.epochs,
+                         checkpoint.init_label(Path(args.init)) if args.init else None)
         planned = [(r.spec.name, r.run_name, r.seed) for r in runs]
     status.show(Path(args.out), planned, args.format)
     return 0

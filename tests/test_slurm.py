@@ -164,3 +164,46 @@ def test_two_launchers_on_one_grid_train_every_run_once(tiny_task, tmp_path):
     assert sorted(line.split("] ", 1)[1].split(" (job")[0] for line in trained) == [
         "contrastive seed0", "contrastive seed1", "swamp seed0", "swamp seed1"], stdout
     assert len(list(tmp_path.rglob("seed*.json"))) == 4
+
+
+def test_the_hint_after_submission_repeats_the_commands_run_selecting_flags():
+    args = cli.build_parser().parse_args(["run", "tasks/synthetic.yaml", "--methods", "swamp", "--seeds", "0-4",
+                                          "--set", "swamp.K=8", "--sweep", "train.lr=0.1,0.2", "--epochs", "5",
+                                          "--launcher", "slurm"])
+    hint, tables = cli._later(args, Path("tasks/synthetic.yaml"), "synthetic")
+    assert hint == ("python -m harness status runs tasks/synthetic.yaml --methods swamp --seeds 0-4 --set swamp.K=8 "
+                    "--sweep train.lr=0.1,0.2 --epochs 5")
+    assert tables == "python -m harness table runs/synthetic --write"  # run's default --out
+    status_args = cli.build_parser().parse_args(hint.split()[3:])  # status accepts every flag the hint carries
+    assert status_args.epochs == 5 and status_args.methods == "swamp"
+
+
+def test_status_selects_runs_with_the_flags_of_run(tiny_task, tmp_path, capsys):
+    (tmp_path / "out").mkdir()
+    assert cli.main(["status", str(tmp_path / "out"), str(tiny_task), "--methods", "swamp", "--epochs", "5"]) == 0
+    out = capsys.readouterr().out
+    assert "swamp@train.epochs=5" in out and "(of 1 runs)" in out, out
+    assert cli.main(["status", str(tmp_path / "out"), "--epochs", "5"]) == 2
+
+
+@pytest.mark.parametrize("outcomes,record,problem,state,reason", [
+    ([("success", {})], None, "", "COMPLETED", ""),
+    ([("error", "Traceback ...\nsubmitit.core.utils.UncompletedJobError: Job not requeued because: timed-out too "
+                "many times.")], slurm.Record("FAILED", "", "sacct"), "", "TIMEOUT", "no requeue left"),
+    ([("error", f"RuntimeError: tiny seed0: {slurm.CANCELLED_BY_SCANCEL}")],
+     slurm.Record("CANCELLED", "by uid 0", "sacct"), "", "CANCELLED", "(by uid 0)"),
+    ([("error", "RuntimeError: tiny seed0: worker exited with status 1: error: out of memory")], None, "", "FAILED",
+     "error: out of memory"),
+    (None, slurm.Record("TIMEOUT", "", "sacct"), "", "TIMEOUT", "time limit"),
+    (None, slurm.Record("PREEMPTED", "", "sacct"), "", "PREEMPTED", "preempted and not requeued"),
+    (None, slurm.Record("PENDING", "Priority", "squeue"), "", "PENDING", "Priority"),
+    (None, None, "Slurm accounting storage is disabled", "unknown (sacct not available)", "accounting storage"),
+    (None, None, "", "unknown (no record)", "cancelled while pending"),
+])
+def test_a_jobs_state_and_reason(outcomes, record, problem, state, reason):
+    got = slurm.describe(outcomes, record, problem)
+    assert got[0] == state and reason in got[1], got
+
+
+def test_sacct_array_ids_are_expanded():
+    assert slurm._expand("12_[0-2,5%4]") == ["12_0", "12_1", "12_2", "12_5"] and slurm._expand("7_3") == ["7_3"]

@@ -25,6 +25,8 @@ SLURM_OPTIONS: dict[str, tuple[type, str]] = {
     "timeout_min": (int, "time limit of one job in minutes; a job that reaches it is requeued (default 240)"),
     "array_parallelism": (int, "jobs of the array running at once (default 256)"),
     "max_requeue": (int, "times a timed-out job is requeued (default 3)"),
+    "signal_delay_s": (int, "seconds before the time limit SLURM signals the job to checkpoint and requeue "
+                            "(default 90)"),
     "cluster": (str, "submitit executor: slurm (default), local or debug (testing without a cluster)"),
 }
 CLUSTERS = ("slurm", "local", "debug")

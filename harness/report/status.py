@@ -9,8 +9,10 @@ Each run (task, run folder, seed) is in one of four states, read from the files 
 - ``not started``: nothing on disk (listed only when TASK gives the planned runs).
 
 Without TASK every run found under OUT is listed. For a grid submitted with ``--launcher slurm`` the last
-job recorded for each run (``<out>/<task>/_jobs/jobs.jsonl``) is shown with the state submitit reports: its
-result file once the job ended, otherwise SLURM's through sacct where sacct is available.
+job recorded for each run (``<out>/<task>/_jobs/jobs.jsonl``) is shown with its state and, for a job that
+did not complete, the reason: its result file once the job ended (FAILED with the run's error line,
+CANCELLED, TIMEOUT, also when no requeue was left), otherwise SLURM's state through squeue and sacct
+(PENDING, RUNNING, CANCELLED while pending, ...), or ``unknown (sacct not available)``.
 """
 from __future__ import annotations
 
@@ -68,20 +70,20 @@ def recorded_jobs(folder: Path) -> dict[tuple[str, int], dict[str, Any]]:
     return latest
 
 
-def job_states(out: Path, tasks: set[str]) -> dict[tuple[str, str, int], tuple[str, str]]:
-    """(task, run, seed) -> (job id, job state) for runs submitted with --launcher slurm."""
-    states: dict[tuple[str, str, int], tuple[str, str]] = {}
+def job_states(out: Path, tasks: set[str]) -> dict[tuple[str, str, int], tuple[str, str, str]]:
+    """(task, run, seed) -> (job id, job state, reason) for runs submitted with --launcher slurm."""
+    states: dict[tuple[str, str, int], tuple[str, str, str]] = {}
     installed = importlib.util.find_spec("submitit") is not None
     for task in sorted(tasks):
         folder = out / task / "_jobs"
-        for (run, seed), entry in recorded_jobs(folder).items():
-            if installed:
-                from harness.run import slurm
+        latest = recorded_jobs(folder)
+        if installed and latest:
+            from harness.run import slurm
 
-                state = slurm.job_state(folder, entry)
-            else:
-                state = "unknown (submitit not installed)"
-            states[(task, run, seed)] = (entry["job_id"], state)
+            known = slurm.job_states(folder, list(latest.values()))
+        for (run, seed), entry in latest.items():
+            state, reason = known[str(entry["job_id"])] if installed else ("unknown (submitit not installed)", "")
+            states[(task, run, seed)] = (entry["job_id"], state, reason)
     return states
 
 
@@ -94,8 +96,8 @@ def table(out: Path, runs: list[tuple[str, str, int]]) -> tuple[list[list[Any]],
     for task, run, seed in runs:
         state = run_state(result_path(out, task, run, seed))
         counts[state] += 1
-        job, job_state = jobs.get((task, run, seed), ("", ""))
-        rows.append([task, run, seed, state, job, job_state])
+        job, job_state, reason = jobs.get((task, run, seed), ("", "", ""))
+        rows.append([task, run, seed, state, job, job_state, reason])
     return rows, counts
 
 
@@ -112,8 +114,9 @@ def show(out: Path, planned: list[tuple[str, str, int]] | None, fmt: str = "simp
         return Counter()
     rows, counts = table(out, runs)
     with_jobs = any(r[4] for r in rows)
-    headers = ["task", "run", "seed", "state"] + (["job", "job state"] if with_jobs else [])
-    print(tabulate([r if with_jobs else r[:4] for r in rows], headers=headers, tablefmt=fmt))
+    width = 4 + 2 * with_jobs + any(r[6] for r in rows)
+    headers = ["task", "run", "seed", "state", "job", "job state", "reason"][:width]
+    print(tabulate([r[:width] for r in rows], headers=headers, tablefmt=fmt))
     shown = [s for s in STATES if counts[s] or s != "not started" or planned is not None]
     print("\n" + ", ".join(f"{counts[s]} {s}" for s in shown) + f" (of {len(rows)} runs)")
     return counts
