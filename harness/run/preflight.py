@@ -16,6 +16,7 @@ import torch
 from harness.data.paired import SPLITS, PairedData, Split
 from harness.errors import ConfigError, DataError, NotApplicable
 from harness.ops import native, ot
+from harness.run import search
 from harness.run import guards
 from harness.run.build import build_method, settled_params
 from harness.config.registry import METHODS, SOURCES
@@ -70,6 +71,7 @@ def check_data(spec: TaskSpec, data: PairedData) -> None:
                             f"{spec.dataset.kind!r} has no labels; add labels to the data or set "
                             "metrics.relevance to [pair]")
     check_selection_classes(spec, data)
+    search.check(spec, data["test"])
 
 
 def check_selection_classes(spec: TaskSpec, data: PairedData) -> None:
