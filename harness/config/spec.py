@@ -181,8 +181,8 @@ class TestSpec:
     __test__ = False  # not a pytest test class
 
     path: str = "auto"
-    block_a: int = bounded(2048, ge=1)  # a items per block of the score matrix (both paths)
-    block_b: int = bounded(16384, ge=1)  # b items per block
+    block_a: int = bounded(2048, ge=1, lt=2**24)  # a items per block of the score matrix (both paths)
+    block_b: int = bounded(16384, ge=1, lt=2**24)  # b items per block (below 2^24: counts stay exact in float32)
     search: dict | None = None  # approximate nearest-neighbour search beside the exact ranking (faiss)
 
     def check(self, where: str) -> None:

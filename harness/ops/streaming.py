@@ -37,10 +37,12 @@ ORIENTATIONS = ("a", "b")
 def stream(scores_of, n_a: int, n_b: int, ranker: "StreamRanker", block_a: int, block_b: int) -> None:
     """Both passes of ``ranker`` over the blocks of an (n_a, n_b) score matrix; ``scores_of(a_lo, a_hi, b_lo, b_hi)``
     returns one block's float32 CPU scores (the caller times it)."""
+    ranker.holding = set()
     for a_lo, a_hi in blocks(n_a, block_a):
         for b_lo, b_hi in blocks(n_b, block_b):
             masks = ranker.masks(a_lo, a_hi, b_lo, b_hi)
             if ranker.holds_relevant(masks):
+                ranker.holding.add((a_lo, b_lo))
                 ranker.first(scores_of(a_lo, a_hi, b_lo, b_hi), a_lo, b_lo, masks)
     ranker.finish_first()
     for a_lo, a_hi in blocks(n_a, block_a):
@@ -147,6 +149,10 @@ class StreamRanker:
                 per_query = per_a if o == "a" else per_b
                 self.sides[o, kind] = _Side(n_a if o == "a" else n_b, n_b if o == "a" else n_a, per_query)
         self._first_done = False
+        # (a_lo, b_lo) of the blocks holding a relevant pair (stream() fills it in the first pass); None: unknown,
+        # every block's masks are formed
+        self.holding: set[tuple[int, int]] | None = None
+        self._reached: torch.Tensor | None = None  # float32 scratch of one block (second pass)
 
     def check(self, order: list[tuple[str, str]]) -> None:
         """ValueError naming the first query without a relevant item, visiting (orientation, kind) in ``order``."""
@@ -214,12 +220,21 @@ class StreamRanker:
             raise RuntimeError("StreamRanker.second before finish_first")
         s = scores.float()
         a_hi, b_hi = a_lo + s.shape[0], b_lo + s.shape[1]
-        nan = s.isnan()
-        as_is = not bool(nan.any()) and bool(s.isfinite().all())  # both readings of the block agree
+        low, high = torch.aminmax(s)  # NaN propagates: one pass says whether any score is NaN or ±inf
+        as_is = bool(torch.isfinite(low) & torch.isfinite(high))  # then both readings of the block agree
+        if self._reached is None or self._reached.numel() < s.numel():
+            self._reached = torch.empty(s.numel())
+        buffer = self._reached[:s.numel()].view(s.shape)
         read = s if as_is else _rank_scores(s)
-        row_nan, col_nan = (nan.any(1), nan.any(0)) if not as_is else (None, None)
-        masks = self.masks(a_lo, a_hi, b_lo, b_hi)
-        ordered = ordering_scores(s) if (self.wanted.ap or self.wanted.top) else None
+        if not as_is:
+            nan = s.isnan()
+            row_nan, col_nan = nan.any(1), nan.any(0)
+        detail = self.wanted.ap or self.wanted.top
+        if detail or self.holding is None or (a_lo, b_lo) in self.holding:
+            masks: dict[str, torch.Tensor | None] = self.masks(a_lo, a_hi, b_lo, b_hi)
+        else:  # no relevant pair here (first pass): every item counts against the queries it reaches
+            masks = dict.fromkeys(self.relevances)
+        ordered = ordering_scores(s) if detail else None
         transposed = None
         for kind, mask in masks.items():
             for o in self.orientations:
@@ -228,8 +243,13 @@ class StreamRanker:
                 axis = 1 if o == "a" else 0
 
                 def beaten(values: torch.Tensor, best: torch.Tensor) -> torch.Tensor:
+                    # 1.0 where an item reaches the query's best relevant score, relevant items zeroed; float32
+                    # sums of ones are exact below 2^24 items (the blocks are smaller), and much faster than bool
                     threshold = best[q, None] if o == "a" else best[None, q]
-                    return (values >= threshold).logical_and_(~mask).sum(axis)
+                    reached = torch.ge(values, threshold, out=buffer)
+                    if mask is not None:
+                        reached.masked_fill_(mask, 0.0)
+                    return reached.sum(axis).long()
 
                 counted = beaten(read, side.best_read)
                 side.beaten_read[q] += counted
