@@ -172,22 +172,21 @@ class StreamRanker:
     def first(self, scores: torch.Tensor, a_lo: int, b_lo: int, masks: dict[str, torch.Tensor]) -> None:
         """First pass over a block holding relevant pairs: best relevant scores and, for AP, every relevant score."""
         s = scores.float()
-        read = _rank_scores(s)
-        ordered = ordering_scores(s) if self.wanted.ap else None
         for kind, mask in masks.items():
-            if not bool(mask.any()):
+            i, j = mask.nonzero(as_tuple=True)
+            if not len(i):
                 continue
-            for values, attr in ((s, "best"), (read, "best_read")):
-                hidden = values.masked_fill(~mask, -math.inf)
-                for o in self.orientations:
-                    held = getattr(self.sides[o, kind], attr)
-                    lo, best = (a_lo, hidden.amax(1)) if o == "a" else (b_lo, hidden.amax(0))
-                    held[lo:lo + len(best)] = torch.maximum(held[lo:lo + len(best)], best)  # NaN stays NaN
-            if self.wanted.ap:
-                i, j = mask.nonzero(as_tuple=True)
-                for o in self.orientations:
-                    q, g = (i + a_lo, j + b_lo) if o == "a" else (j + b_lo, i + a_lo)
-                    self.sides[o, kind].pairs.append((q, g, ordered[i, j]))
+            raw = s[i, j]
+            read = _rank_scores(raw)
+            for o in self.orientations:
+                side = self.sides[o, kind]
+                q = i + a_lo if o == "a" else j + b_lo
+                # max is exact in any order; a NaN relevant score puts its query's chunk on the read scores
+                side.best.scatter_reduce_(0, q, raw, reduce="amax")
+                side.best_read.scatter_reduce_(0, q, read, reduce="amax")
+                if self.wanted.ap:
+                    g = j + b_lo if o == "a" else i + a_lo
+                    side.pairs.append((q, g, ordering_scores(raw)))
 
     def finish_first(self) -> None:
         """After the first pass: lay out each query's relevant scores for the second (AP only)."""
