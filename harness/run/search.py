@@ -63,19 +63,21 @@ def build_index(faiss: Any, gallery: np.ndarray, settings: HNSWSearch | IVFFlatS
 
 def exact_top(method: Method, queries: torch.Tensor, gallery: torch.Tensor, k: int,
               block: int = 2048) -> torch.Tensor:
-    """(n_queries, min(k, n_gallery)) gallery indices of each query's k best scores, block by block."""
+    """(n_queries, min(k, n_gallery)) gallery indices of each query's k best scores (NaN as -inf), block by block:
+    memory is one block of scores."""
     k = min(k, len(gallery))
-    best_s = torch.full((len(queries), 0), -torch.inf)
-    best_i = torch.zeros(len(queries), 0, dtype=torch.long)
-    for g_lo, g_hi in streaming.blocks(len(gallery), 4 * block):
-        s = torch.cat([method.score(queries[q_lo:q_hi], gallery[g_lo:g_hi]).float().cpu()
-                       for q_lo, q_hi in streaming.blocks(len(queries), block)])
-        s = torch.nan_to_num(s, nan=-torch.inf)
-        values, index = s.topk(min(k, s.shape[1]), dim=1)
-        merged_s, merged_i = torch.cat([best_s, values], 1), torch.cat([best_i, index + g_lo], 1)
-        order = merged_s.topk(min(k, merged_s.shape[1]), dim=1).indices
-        best_s, best_i = merged_s.gather(1, order), merged_i.gather(1, order)
-    return best_i
+    out = []
+    for q_lo, q_hi in streaming.blocks(len(queries), block):
+        best_s = torch.full((q_hi - q_lo, 0), -torch.inf)
+        best_i = torch.zeros(q_hi - q_lo, 0, dtype=torch.long)
+        for g_lo, g_hi in streaming.blocks(len(gallery), 8 * block):
+            s = torch.nan_to_num(method.score(queries[q_lo:q_hi], gallery[g_lo:g_hi]).float().cpu(), nan=-torch.inf)
+            values, index = s.topk(min(k, s.shape[1]), dim=1)
+            merged_s, merged_i = torch.cat([best_s, values], 1), torch.cat([best_i, index + g_lo], 1)
+            order = merged_s.topk(min(k, merged_s.shape[1]), dim=1).indices
+            best_s, best_i = merged_s.gather(1, order), merged_i.gather(1, order)
+        out.append(best_i)
+    return torch.cat(out) if out else torch.zeros(0, k, dtype=torch.long)
 
 
 def list_ranks(found: torch.Tensor, relevant_of) -> torch.Tensor:
