@@ -215,3 +215,16 @@ def test_a_streamed_test_records_its_path_and_both_clocks(tiny_task):
         assert "test" in summary["memory"]
     assert json.dumps(results["stream"]) == json.dumps(results["full"])
     assert prof.summary()["test_path"][""]["fused"] is False
+
+
+def test_stream_forced_on_a_method_that_cannot_is_refused_before_training(tiny_image_text_task):
+    from types import SimpleNamespace
+
+    from harness.run import preflight
+    spec = load_task(tiny_image_text_task, ["test.path=stream"])
+    data = runner.load_data(spec)
+    name = next(n for n, m in spec.methods.items() if m.method.startswith("scan"))
+    with pytest.raises(ConfigError, match="cannot score in blocks"):
+        preflight.check_builds([SimpleNamespace(spec=spec, method=name, run_name=name)], data)
+    others = [n for n, m in spec.methods.items() if not m.method.startswith("scan")]
+    preflight.check_builds([SimpleNamespace(spec=spec, method=n, run_name=n) for n in others], data)

@@ -123,7 +123,7 @@ def check_builds(runs: Iterable[Any], data: PairedData) -> None:
                 seen.add((id(run.spec), run.method))
                 check_reads_items(run.spec, run.method)
                 try:
-                    build_method(run.spec, run.method, data, torch.device("meta"))
+                    built = build_method(run.spec, run.method, data, torch.device("meta"))
                 except (RuntimeError, TypeError, ValueError, OverflowError) as err:
                     if not guards.is_oom(err):
                         raise
@@ -131,6 +131,10 @@ def check_builds(runs: Iterable[Any], data: PairedData) -> None:
                     raise ConfigError(f"{run.spec.path}: methods.{run.method}: the model cannot be built at these "
                                       f"sizes ({str(err).splitlines()[0]}); lower the encoders' dim and widths or the "
                                       "method's sizes") from None
+                if run.spec.test.path == "stream" and not built.scores_in_blocks:
+                    raise ConfigError(f"{run.spec.path}: test.path stream: methods.{run.method} "
+                                      f"({type(built).__name__}) cannot score in blocks (its scorer needs the whole "
+                                      "score matrix); use test.path auto or full")
 
 
 def refusals(runs: Iterable[Any], data: PairedData) -> dict[str, ConfigError]:
