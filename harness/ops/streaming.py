@@ -38,16 +38,19 @@ def stream(scores_of, n_a: int, n_b: int, ranker: "StreamRanker", block_a: int, 
     """Both passes of ``ranker`` over the blocks of an (n_a, n_b) score matrix; ``scores_of(a_lo, a_hi, b_lo, b_hi)``
     returns one block's float32 CPU scores (the caller times it)."""
     ranker.holding = set()
+    kept = None  # a matrix of one block is scored once: the first pass keeps it for the second
     for a_lo, a_hi in blocks(n_a, block_a):
         for b_lo, b_hi in blocks(n_b, block_b):
             masks = ranker.masks(a_lo, a_hi, b_lo, b_hi)
             if ranker.holds_relevant(masks):
                 ranker.holding.add((a_lo, b_lo))
-                ranker.first(scores_of(a_lo, a_hi, b_lo, b_hi), a_lo, b_lo, masks)
+                scores = scores_of(a_lo, a_hi, b_lo, b_hi)
+                ranker.first(scores, a_lo, b_lo, masks)
+                kept = scores if n_a <= block_a and n_b <= block_b else None
     ranker.finish_first()
     for a_lo, a_hi in blocks(n_a, block_a):
         for b_lo, b_hi in blocks(n_b, block_b):
-            ranker.second(scores_of(a_lo, a_hi, b_lo, b_hi), a_lo, b_lo)
+            ranker.second(kept if kept is not None else scores_of(a_lo, a_hi, b_lo, b_hi), a_lo, b_lo)
 
 
 class Relevance:
