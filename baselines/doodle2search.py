@@ -108,6 +108,8 @@ class Doodle2Search(Method):
     """Triplet + domain (gradient reversal) + semantic losses; modality a holds sketches, b the training
     triplets' photos (positive, negative, word vector)."""
 
+    search_metric = "l2"  # score: negative Euclidean distance
+
     Params = Doodle2SearchParams
 
     def __init__(self, encoders: dict[str, nn.Module], params: Any, word_dim: int):

@@ -259,6 +259,11 @@ class SCAN(Method):
     its sharded float64 test evaluation (:mod:`baselines.scan_original`), the same scores at SCAN's cost.
     """
 
+    # the vectorised scorer plans its own chunks and the original procedure stops at a time budget, leaving NaN
+    # blocks: both rank the whole score matrix; the score of a pair needs its sets of regions and words
+    scores_in_blocks = False
+    search_metric = None
+
     Params = SCANParams
     direction: ClassVar[str]
     agg: ClassVar[str]

@@ -56,14 +56,16 @@ from harness.data.videotext import (HOWTO100M_PUBLISHED, POOLS, assemble, captio
                                     unit_rows)
 from harness.data.word_vectors import class_vectors
 # --- building and timing the harness's parts (benchmarks, notebooks): the same code `harness run` uses
-from harness.config.spec import MODALITIES, TaskSpec, load_task, with_epochs
+from harness.config.spec import MODALITIES, HNSWSearch, IVFFlatSearch, MetricSpec, TaskSpec, TestSpec, load_task, with_epochs
 from harness.config.plan import Run
-from harness.ops.metrics import pair_relevance, precision_metrics, rank_metrics
+from harness.ops.metrics import pair_relevance, precision_metrics, query_ranks, rank_metrics
 from harness.ops.precision import wrap_forward, wrap_step
+from harness.ops.streaming import Relevance, StreamRanker, stream as stream_blocks
 from harness.run.build import build_method, resolve_device
-from harness.run.evaluate import evaluate
+from harness.run.evaluate import DEFAULT_BLOCKS, BlockClock, evaluate, make_folds, stream_folds
 from harness.run.floor import FeatureCosine
-from harness.run.profiling import MiB, synchronize
+from harness.run.profiling import CpuPeakRSS, MiB, Profiler, synchronize
+from harness.run.search import run_search
 from harness.run.runner import RunOptions, load_data, run_one
 from harness.run.train import make_optimizer, make_step
 from harness.store.io import write_json_atomic
@@ -89,4 +91,8 @@ __all__ = [
     "MODALITIES", "TaskSpec", "load_task", "with_epochs", "Run", "pair_relevance", "precision_metrics",
     "rank_metrics", "wrap_forward", "wrap_step", "build_method", "resolve_device", "evaluate", "MiB", "synchronize",
     "RunOptions", "load_data", "run_one", "make_optimizer", "make_step", "write_json_atomic", "environment",
+    # the test paths and what measures them (benchmarks/scaling.py)
+    "MetricSpec", "TestSpec", "HNSWSearch", "IVFFlatSearch", "query_ranks", "Relevance", "StreamRanker",
+    "stream_blocks", "DEFAULT_BLOCKS", "BlockClock", "make_folds", "stream_folds", "CpuPeakRSS", "Profiler",
+    "run_search",
 ]

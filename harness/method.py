@@ -25,6 +25,10 @@ class Method(nn.Module):
     Params: ClassVar[type]
     registry_name: ClassVar[str]
     trains_by_gradient: ClassVar[bool] = True  # False: the runner calls fit_closed_form once instead
+    # What ``score`` computes from two embeddings, for an approximate nearest-neighbour index (test.search):
+    # 'inner_product' (the default dot product of unit vectors), 'l2' (negative Euclidean distance), or None
+    # when the score is no function of one vector per item (cross attention).
+    search_metric: ClassVar[str | None] = "inner_product"
 
     def __init__(self, encoders: dict[str, nn.Module], params: Any):
         super().__init__()
@@ -86,6 +90,15 @@ class Method(nn.Module):
         """The scores that can be computed before ``time.perf_counter()`` passes ``deadline`` (None: all) and
         the fraction of entries computed; entries not computed are NaN. By default everything is scored."""
         return self.score(emb_a, emb_b), 1.0
+
+    @property
+    def scores_in_blocks(self) -> bool:
+        """True when ``score(emb_a[rows], emb_b[cols])`` is block (rows, cols) of ``score(emb_a, emb_b)`` for any rows
+        and columns and scoring has no time budget: the test retrieval may then stream over blocks of the score
+        matrix instead of forming it whole (``test.path: auto``; :mod:`harness.ops.streaming`). By default, true
+        unless the method scores through its own :meth:`score_within` (a scorer that may stop part-way); a method
+        whose scorer plans its own chunks over the whole matrix (SCAN) sets it False."""
+        return type(self).score_within is Method.score_within
 
     @property
     def test_time_budget_s(self) -> float | None:

@@ -235,7 +235,8 @@ def _spec_of(config: dict[str, Any], record: dict[str, Any], where: str, overrid
     raw: dict[str, Any] = {
         "name": config.get("task"), "version": config.get("version", record.get("task_version", "")),
         "description": f"rebuilt from {where}", "dataset": config.get("dataset"),
-        "encoders": config.get("encoders"), "metrics": config.get("metrics"), "train": config.get("train"),
+        "encoders": config.get("encoders"), "metrics": config.get("metrics"), "test": config.get("test"),
+        "train": config.get("train"),
         "methods": {name: method},
     }
     if record.get("reference"):

@@ -15,13 +15,14 @@ from typing import Any, Callable, Mapping
 import yaml
 
 from harness.config import params as P
+from harness.config.params import bounded
 from harness.config import checks
 from harness.config import launch
 from harness.errors import ConfigError, did_you_mean, unknown
 from harness.ops.precision import PRECISIONS
 from harness.config.registry import ENCODERS, METHODS, SOURCES
 
-TOP_KEYS = ("name", "version", "description", "base", "dataset", "encoders", "metrics", "train", "methods",
+TOP_KEYS = ("name", "version", "description", "base", "dataset", "encoders", "metrics", "train", "test", "methods",
             "reference", "launcher")
 MODALITIES = ("a", "b")
 
@@ -121,6 +122,84 @@ class MetricSpec:
         return (["mAP"] if self.map else []) + [f"mAP@{k}" for k in self.map_at] + [f"P@{k}" for k in self.precision_at]
 
 
+# How the test retrieval ranks (``test.path``): ``stream`` scores blocks of a items × b items and keeps per query only
+# what the metrics need (harness/ops/streaming.py); ``full`` forms the whole score matrix; ``auto`` streams for every
+# method that can score in blocks (Method.scores_in_blocks) and forms the matrix for the others.
+TEST_PATHS = ("auto", "stream", "full")
+SEARCH_TYPES = ("hnsw", "ivf_flat")
+
+
+@dataclass(frozen=True)
+class HNSWSearch:
+    """faiss ``IndexHNSWFlat``: graph degree M, build beam ef_construction, query beam ef_search."""
+
+    type: str = "hnsw"
+    M: int = bounded(32, ge=2, le=4096)
+    ef_construction: int = bounded(40, ge=1)
+    ef_search: int = bounded(64, ge=1)
+    k: int = bounded(10, ge=1)  # neighbours returned per query
+
+
+@dataclass(frozen=True)
+class IVFFlatSearch:
+    """faiss ``IndexIVFFlat``: nlist k-means cells, nprobe cells visited per query."""
+
+    type: str = "ivf_flat"
+    nlist: int = bounded(100, ge=1)
+    nprobe: int = bounded(8, ge=1)
+    k: int = bounded(10, ge=1)
+
+    def check(self, where: str) -> None:
+        P.require(self.nprobe <= self.nlist, where,
+                  f"nprobe ({self.nprobe}) cannot exceed nlist ({self.nlist}); lower nprobe or raise nlist")
+
+
+SEARCH_SPECS = {"hnsw": HNSWSearch, "ivf_flat": IVFFlatSearch}
+FAISS_HINT = "pip install faiss-cpu (or the project's extra: pip install -e '.[faiss]')"
+
+
+def faiss_available() -> bool:
+    """Whether the optional faiss package can be imported here (checked without importing it)."""
+    import importlib.util
+    return importlib.util.find_spec("faiss") is not None
+
+
+def parse_search(raw: Any, where: str) -> HNSWSearch | IVFFlatSearch:
+    """The ``test.search`` mapping as its typed settings; ConfigError naming the bad key or value."""
+    if not isinstance(raw, Mapping) or "type" not in raw:
+        raise ConfigError(f"{where} must be a mapping with a 'type' key naming one of: {', '.join(SEARCH_TYPES)} "
+                          f"(e.g. {{type: hnsw, M: 32, ef_search: 64}}), got {raw!r}")
+    if raw["type"] not in SEARCH_SPECS:
+        raise unknown("search type", str(raw["type"]), SEARCH_TYPES, where)
+    return P.parse(SEARCH_SPECS[raw["type"]], raw, where)
+
+
+@dataclass(frozen=True)
+class TestSpec:
+    """The test retrieval's settings (``test:``): how it ranks, its block sizes and an optional approximate search."""
+
+    __test__ = False  # not a pytest test class
+
+    path: str = "auto"
+    block_a: int = bounded(2048, ge=1, lt=2**24)  # a items per block of the score matrix (both paths)
+    block_b: int = bounded(16384, ge=1, lt=2**24)  # b items per block (below 2^24: counts stay exact in float32)
+    search: dict | None = None  # approximate nearest-neighbour search beside the exact ranking (faiss)
+
+    def check(self, where: str) -> None:
+        if self.path not in TEST_PATHS:
+            raise unknown("test path", self.path, TEST_PATHS, f"{where}.path")
+        if self.search is not None:
+            # stored (and compared between runs) with every setting filled in
+            object.__setattr__(self, "search", P.as_dict(parse_search(self.search, f"{where}.search")))
+            if not faiss_available():
+                raise ConfigError(f"{where}.search asks for approximate search, which needs the faiss package, "
+                                  f"not installed here: {FAISS_HINT}; or drop test.search")
+
+    def search_settings(self) -> HNSWSearch | IVFFlatSearch | None:
+        """The approximate search's typed settings (None: exact only)."""
+        return None if self.search is None else parse_search(self.search, "test.search")
+
+
 def fold_prefix(n_folds: int) -> str:
     """Metric-name prefix of a protocol that averages over ``n_folds`` consecutive folds ('' for 1)."""
     return "" if n_folds == 1 else f"{n_folds}folds/"
@@ -155,6 +234,7 @@ class TaskSpec:
     methods: Mapping[str, MethodSpec]
     raw: Mapping[str, Any]
     overrides: tuple[str, ...] = ()  # the NAME.KEY=VALUE settings applied on top of the file
+    test: TestSpec = TestSpec()
 
     def resolved(self, method: str, values: Callable[[Any], dict[str, Any]] = P.as_dict) -> dict[str, Any]:
         """The fully resolved configuration of one method, as stored in result files; with
@@ -164,7 +244,7 @@ class TaskSpec:
             "task": self.name, "version": self.version,
             "dataset": {"source": self.dataset.kind, **values(self.dataset.params)},
             "encoders": {k: {"type": e.kind, **values(e.params)} for k, e in self.encoders.items()},
-            "metrics": values(self.metrics), "train": values(m.train),
+            "metrics": values(self.metrics), "test": values(self.test), "train": values(m.train),
             "method": {"name": m.name, "method": m.method, **values(m.params)},
         }
 
@@ -216,7 +296,7 @@ def parse_override(text: str) -> tuple[list[str], Any]:
                           "quote text values, write lists as [1, 2]") from None
     if isinstance(value, str) and _looks_float(value_text):
         value = float(value_text)  # YAML 1.1 reads '1e-4' as a string
-    if parts[0] in ("train", "dataset", "encoders", "metrics"):
+    if parts[0] in ("train", "dataset", "encoders", "metrics", "test"):
         return parts, value
     return ["methods", *parts], value
 
@@ -295,6 +375,7 @@ def build(raw: dict[str, Any], path: str) -> TaskSpec:
         train=P.parse(TrainSpec, train_raw, f"{path}: train"),
         methods={n: _method(n, m, train_raw, f"{path}: methods.{n}") for n, m in methods.items()},
         raw=raw,
+        test=P.parse(TestSpec, raw.get("test"), f"{path}: test"),
     )
     for m in spec.methods.values():
         if m.train.select not in metrics.names():

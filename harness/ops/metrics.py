@@ -97,10 +97,20 @@ def mean_over_folds(per_fold: list[dict[str, float]], directions: tuple[str, ...
     return out
 
 
-def _pessimistic_order(sims: torch.Tensor, relevant: torch.Tensor) -> torch.Tensor:
+def pessimistic_order(sims: torch.Tensor, relevant: torch.Tensor) -> torch.Tensor:
     """Gallery indices (Q, G) by decreasing score, non-relevant items before relevant ones among
     tied scores (ties count against the method). NaN scores count as -inf."""
-    sims = torch.nan_to_num(sims.double(), nan=-math.inf)
+    return order_of_clean(ordering_scores(sims), relevant)
+
+
+def ordering_scores(sims: torch.Tensor) -> torch.Tensor:
+    """The float64 scores that the ordering and average precision compare: NaN as -inf (and, as
+    ``torch.nan_to_num`` does, ±inf as ±the largest finite float64, above NaN)."""
+    return torch.nan_to_num(sims.double(), nan=-math.inf)
+
+
+def order_of_clean(sims: torch.Tensor, relevant: torch.Tensor) -> torch.Tensor:
+    """:func:`pessimistic_order` of scores already passed through :func:`ordering_scores`."""
     by_relevance = torch.sort(relevant.to(torch.int8), dim=1, stable=True).indices  # non-relevant first
     by_score = torch.sort(sims.gather(1, by_relevance), dim=1, descending=True, stable=True).indices
     return by_relevance.gather(1, by_score)
@@ -152,13 +162,17 @@ def _ordered_chunks(sims: torch.Tensor, relevant: torch.Tensor, chunk_elems: int
     rows = max(1, chunk_elems // max(1, sims.shape[1]))
     for lo in range(0, sims.shape[0], rows):
         s, rel = sims[lo:lo + rows], relevant[lo:lo + rows]
-        yield s, rel, _pessimistic_order(s, rel)
+        yield s, rel, pessimistic_order(s, rel)
 
 
 def _ap_of_order(s: torch.Tensor, rel: torch.Tensor, order: torch.Tensor) -> torch.Tensor:
     """Average precision of each row over the items ``order`` lists (all, or the top k), ties pooled."""
-    s_sorted = torch.nan_to_num(s.double(), nan=-math.inf).gather(1, order)
-    hits = rel.gather(1, order).double()
+    return ap_of_sorted(ordering_scores(s).gather(1, order), rel.gather(1, order).double())
+
+
+def ap_of_sorted(s_sorted: torch.Tensor, hits: torch.Tensor) -> torch.Tensor:
+    """Average precision of each row of float64 scores already in pessimistic order (NaN as -inf) with their
+    float64 0/1 relevance, ties pooled (the top-k lists of :mod:`harness.ops.streaming` use it too)."""
     ends = _group_ends(s_sorted)
     precision = hits.cumsum(1).gather(1, ends) / (ends + 1).double()  # P at each tied run's end
     n_relevant = hits.sum(1)

@@ -336,11 +336,41 @@ def _timing_row(name: str, runs: list[dict[str, Any]], base: list[dict[str, Any]
     scored = [r["profile"]["extrapolated"][tag]["fraction_scored"] for r in runs if _extrapolated(r, tag)]
     if scored:
         parts[1] += f" ({100 * statistics.mean(scored):.2g}% scored)"
-    return [name, "whole test split" if n == 1 else f"{n} folds, per fold",
+    return [name, ("whole test split" if n == 1 else f"{n} folds, per fold") + _streamed_flag(runs, tag),
             _mean_std(step), _mean_std(_timing(runs, "train_step", "p90_s", 1e3)), _mean_std(_timing(runs, "train_epoch")),
             _ratio(step, base_step), _estimated_cell(test, est, 3), *parts,
             ("≈" if est or base_est else "") + _ratio(test, base_test),
             _mean_std(_memory(runs, "train", mem_field), 0), _mean_std(_memory(runs, f"test{tag}", mem_field), 0)]
+
+
+def _streamed_flag(runs: list[dict[str, Any]], tag: str) -> str:
+    """' [streamed]' (or ' [streamed j/n]') when runs ranked the protocol on the streaming path, whose score and rank
+    times interleave (docs/measurement.md); '' for the whole-matrix path and for files from before the paths."""
+    streamed = sum(((r["profile"].get("test_path") or {}).get(tag) or {}).get("path") == "stream" for r in runs)
+    if not streamed:
+        return ""
+    return " [streamed]" if streamed == len(runs) else f" [streamed {streamed}/{len(runs)}]"
+
+
+def search_lines(results: list[dict[str, Any]]) -> list[str]:
+    """One line per run and direction with an approximate search (test.search) beside its exact row."""
+    lines = []
+    for r in results:
+        record = r.get("search")
+        if not record:
+            continue
+        settings = ", ".join(f"{k}={v}" for k, v in record.get("settings", {}).items())
+        head = f"Approximate search ({record['type']}: {settings}), {r['run_name']} seed{r['seed']}"
+        if "skipped" in record:
+            lines.append(f"{head}: not run, {record['skipped']}.")
+            continue
+        for direction, row in record["directions"].items():
+            recall = next((f"{k.replace('_', ' ')} {v:.2f}%" for k, v in row.items() if k.startswith("knn_recall")), "")
+            cuts = ", ".join(f"{k} {v:.2f} (exact {row['exact_' + k]:.2f}, lost {row['lost_' + k]:.2f})"
+                             for k, v in row.items() if "R@" in k and not k.startswith(("exact_", "lost_")))
+            lines.append(f"{head}, {direction}: build {row['build_s']:.3f} s, query {row['query_s']:.3f} s (exact top k "
+                         f"{row['exact_top_k_s']:.3f} s), index {row['index_mib']:.1f} MiB, {recall}; {cuts}.")
+    return lines
 
 
 def _pair_pass_cells(runs: list[dict[str, Any]], tag: str) -> list[str]:
@@ -413,6 +443,13 @@ def timing_footnote(results: list[dict[str, Any]]) -> list[str]:
                      "loss on every batch of pairs (loss s) before scoring and ranking; as released = pair encode + "
                      "loss + score + rank. Test s beside it is the protocol's own cost (each item encoded once, no "
                      "loss).")
+    if any(((r["profile"].get("test_path") or {}).get(tag) or {}).get("path") == "stream"
+           for r in results for tag in (r["profile"].get("test_path") or {})):
+        lines.append("[streamed]: the protocol was ranked on the streaming path (test.path): blocks of the score matrix "
+                     "are scored and ranked in turn, so score s is the time inside the scorer over all blocks (some "
+                     "scored twice) and rank s the rest of that loop; rows without the mark formed the whole score "
+                     "matrix first. See docs/measurement.md.")
+    lines += search_lines(results)
     if not any(r["profile"].get("extrapolated") for r in results):
         return lines
     return lines + ["≈: extrapolated. The method's time_budget_s stopped the test scoring after the share of the score "

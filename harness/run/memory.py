@@ -87,8 +87,16 @@ def run_needs(spec: TaskSpec, name: str, data: PairedData, device: torch.device 
     per_a, per_b = (_per_item(method, m, getattr(test, m)) for m in ("a", "b"))
     needs.append(Need(f"test embeddings ({n_a} x {per_a} + {n_b} x {per_b} values)", (n_a * per_a + n_b * per_b) *
                       FLOAT32, "the embedding width (encoders.a/b dim)"))
-    needs.append(Need(f"test score matrix ({n_a} x {n_b}) and its relevance mask", n_a * n_b * (FLOAT32 + 1),
-                      "the test split's size (dataset settings)"))
+    test_spec = spec.test
+    if test_spec.path != "full" and method.scores_in_blocks:
+        block = min(n_a, test_spec.block_a) * min(n_b, test_spec.block_b)
+        needs.append(Need(f"streamed test: blocks of {min(n_a, test_spec.block_a)} x {min(n_b, test_spec.block_b)} "
+                          "scores, a copy and their relevance masks", block * (2 * FLOAT32 + 2),
+                          "test.block_a and test.block_b"))
+    else:
+        needs.append(Need(f"test score matrix ({n_a} x {n_b}) and its relevance mask", n_a * n_b * (FLOAT32 + 1),
+                          "the test split's size (dataset settings)" + (", or test.path auto/stream to stream it"
+                                                                       if method.scores_in_blocks else "")))
     scratch = getattr(spec.methods[name].params, "memory_budget_mib", None)
     if scratch:
         needs.append(Need("the scorer's scratch memory", int(scratch * 2**20), f"{name}.memory_budget_mib"))

@@ -16,6 +16,7 @@ import torch
 from harness.data.paired import SPLITS, PairedData, Split
 from harness.errors import ConfigError, DataError, NotApplicable
 from harness.ops import native, ot
+from harness.run import search
 from harness.run import guards
 from harness.run.build import build_method, settled_params
 from harness.config.registry import METHODS, SOURCES
@@ -70,6 +71,7 @@ def check_data(spec: TaskSpec, data: PairedData) -> None:
                             f"{spec.dataset.kind!r} has no labels; add labels to the data or set "
                             "metrics.relevance to [pair]")
     check_selection_classes(spec, data)
+    search.check(spec, data["test"])
 
 
 def check_selection_classes(spec: TaskSpec, data: PairedData) -> None:
@@ -121,7 +123,7 @@ def check_builds(runs: Iterable[Any], data: PairedData) -> None:
                 seen.add((id(run.spec), run.method))
                 check_reads_items(run.spec, run.method)
                 try:
-                    build_method(run.spec, run.method, data, torch.device("meta"))
+                    built = build_method(run.spec, run.method, data, torch.device("meta"))
                 except (RuntimeError, TypeError, ValueError, OverflowError) as err:
                     if not guards.is_oom(err):
                         raise
@@ -129,6 +131,10 @@ def check_builds(runs: Iterable[Any], data: PairedData) -> None:
                     raise ConfigError(f"{run.spec.path}: methods.{run.method}: the model cannot be built at these "
                                       f"sizes ({str(err).splitlines()[0]}); lower the encoders' dim and widths or the "
                                       "method's sizes") from None
+                if run.spec.test.path == "stream" and not built.scores_in_blocks:
+                    raise ConfigError(f"{run.spec.path}: test.path stream: methods.{run.method} "
+                                      f"({type(built).__name__}) cannot score in blocks (its scorer needs the whole "
+                                      "score matrix); use test.path auto or full")
 
 
 def refusals(runs: Iterable[Any], data: PairedData) -> dict[str, ConfigError]:

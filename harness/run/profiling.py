@@ -101,6 +101,8 @@ class Profiler:
         self.notes: list[str] = []
         self.extrapolated: dict[str, dict[str, float | None]] = {}
         self.contention: dict[str, dict[str, Any]] = {}  # phase -> harness.run.contention.between's record
+        self.test_path: dict[str, dict[str, Any]] = {}  # protocol tag -> how its test ranked (full or stream)
+        self.search: dict[str, Any] | None = None  # the approximate search's record (harness.run.search)
         self._nvml = None
         if device.type == "cuda":
             self._nvml, _, reason = nvml_reader(device)
@@ -117,6 +119,10 @@ class Profiler:
         yield
         synchronize(self.device)
         self.times.setdefault(key, []).append(time.perf_counter() - start)
+
+    def add(self, key: str, seconds: float) -> None:
+        """Add ``seconds`` measured elsewhere (the scorer's share of a streamed test) to ``key``."""
+        self.times.setdefault(key, []).append(seconds)
 
     def timed(self, key: str, fn: Callable[..., Any]) -> Callable[..., Any]:
         """``fn`` wrapped so that every call is timed under ``key``."""
@@ -169,6 +175,9 @@ class Profiler:
             out[key] = {"n": len(kept), "median_s": statistics.median(kept), "p90_s": percentile(kept, 90),
                         "total_s": sum(values)}
         extra = {"extrapolated": dict(self.extrapolated)} if self.extrapolated else {}
+        if self.test_path:
+            extra["test_path"] = dict(self.test_path)
+
         return {"timing": out, "memory": self.memory, "contention": self.contention, "notes": list(self.notes),
                 **extra}
 

@@ -23,6 +23,7 @@ from harness.run import guards
 from harness.config import params as P
 from harness.config import plan
 from harness.run import preflight
+from harness.run import search
 from harness.ops import precision as prec
 from harness.run import train as tr
 from harness.data.paired import PairedData, Split
@@ -36,7 +37,7 @@ from harness.store.io import atomic_write, save_checkpoint
 from harness.store.provenance import code_record, environment
 from harness.store.schema import Result, result_path, write_result
 from harness.config.plan import Run
-from harness.config.spec import MetricSpec, TaskSpec
+from harness.config.spec import MetricSpec, TaskSpec, TestSpec
 
 
 def load_data(spec: TaskSpec) -> PairedData:
@@ -118,7 +119,7 @@ def run_one(run: Run, data: PairedData, opts: RunOptions) -> dict[str, Any] | No
 
     def val_metrics() -> dict[str, float]:
         with prec.scope(precision, opts.device):
-            return ev.evaluate(method, data["val"], spec.metrics, opts.device, m.train.eval_batch_size)
+            return ev.evaluate(method, data["val"], spec.metrics, opts.device, m.train.eval_batch_size, spec.test)
 
     validate = prof.timed("validate", guards.on_oom(lambda: dd.from_main(val_metrics, info), "validation",
                                                     test_memory, opts.device, resume))
@@ -153,7 +154,7 @@ def run_one(run: Run, data: PairedData, opts: RunOptions) -> dict[str, Any] | No
         tqdm.write(f"warning: {line}")
     ranks: dict[str, torch.Tensor] = {}
     metrics = guards.on_oom(full_test, "the test retrieval", test_memory, opts.device, resume)(
-        method, data, spec.metrics, m.train.eval_batch_size, prof, opts.device, ranks, precision)
+        method, data, spec.metrics, m.train.eval_batch_size, prof, opts.device, ranks, precision, spec.test)
     save_checkpoint(fit.best_state, path.with_suffix(".pt"))
     save_ranks(ranks, path.with_suffix(".ranks.npz"))
     result = Result(
@@ -169,7 +170,7 @@ def run_one(run: Run, data: PairedData, opts: RunOptions) -> dict[str, Any] | No
                      "batch_per_process": -(-m.train.batch_size // info.world_size)},
         config=spec.resolved(name), overrides=list(spec.overrides), reference=spec.raw.get("reference"),
         dataset=data.info, environment=environment(opts.device, plugin_folders()),
-        checkpoint=path.with_suffix(".pt").name, ranks=path.with_suffix(".ranks.npz").name,
+        checkpoint=path.with_suffix(".pt").name, ranks=path.with_suffix(".ranks.npz").name, search=prof.search,
         wall_s=time.perf_counter() - started, code=code_record(classes_of(spec, name)))
     if prof.extrapolated:
         result.metrics_skipped = {
@@ -247,39 +248,74 @@ def save_ranks(ranks: dict[str, torch.Tensor], path: Path) -> None:
 
 def full_test(method: Method, data: PairedData, metrics_spec: MetricSpec, batch_size: int, prof: Profiler,
               device: torch.device, ranks: dict[str, torch.Tensor] | None = None,
-              precision: str = "fp32") -> dict[str, float]:
+              precision: str = "fp32", test: TestSpec = TestSpec()) -> dict[str, float]:
     """Whole-test retrieval for every protocol of the task (the whole split, and averages over
     consecutive folds such as MS-COCO 1K); each protocol encodes, scores and ranks on its own clock.
-    A protocol whose scoring the method's time budget stopped has no metrics (see :func:`run_protocol`)."""
+    A protocol whose scoring the method's time budget stopped has no metrics (see :func:`run_protocol`).
+    With ``test.search``, an approximate search of the whole split follows (:mod:`harness.run.search`)."""
     metrics: dict[str, float] = {}
+    settings = test.search_settings()
+    kept: dict[str, Any] | None = {} if settings is not None else None
     for n_folds in metrics_spec.folds:
         metrics.update(run_protocol(method, data["test"], metrics_spec, n_folds, batch_size, prof, device, ranks,
-                                    precision))
+                                    precision, test, kept))
+    if settings is not None:
+        embeddings = kept.get("embeddings")
+        if embeddings is None:
+            with prec.scope(precision, device):
+                embeddings = ev.encode_split(method, data["test"], device, batch_size)
+        search.run_search(method, data["test"], metrics_spec, settings, prof, embeddings)
     return metrics
 
 
 def run_protocol(method: Method, split: Split, metrics_spec: MetricSpec, n_folds: int, batch_size: int, prof: Profiler,
                  device: torch.device, ranks: dict[str, torch.Tensor] | None = None,
-                 precision: str = "fp32") -> dict[str, float]:
+                 precision: str = "fp32", test: TestSpec = TestSpec(),
+                 kept: dict[str, Any] | None = None) -> dict[str, float]:
     """Encode every item, score within each of ``n_folds`` folds, rank; timed as test_total/encode/score/rank
     with the protocol's tag ('' or '@<n>folds'), peak memory in phase 'test<tag>'. Encoding and scoring
     run under ``precision``. When the method's ``test_time_budget_s`` stops the scoring part-way, nothing
     is ranked: the profile records the fraction scored and the extrapolated times, and no metrics return.
     A method that reproduces a released evaluation with a pass over the test pairs (SCAN's) has that pass
-    timed after the protocol, on clocks of its own (:func:`harness.run.evaluate.pair_pass`)."""
+    timed after the protocol, on clocks of its own (:func:`harness.run.evaluate.pair_pass`).
+
+    On the streaming path (:func:`harness.run.evaluate.streams`) scoring and ranking interleave block by block:
+    ``test_score`` is then the time spent inside the scorer over all blocks and ``test_rank`` the rest of
+    that loop, and ``profile.test_path`` says so for the protocol."""
     tag = ev.protocol_tag(n_folds)
     metrics: dict[str, float] = {}
+    blocks = (test.block_a, test.block_b)
+    streamed = ev.streams(method, test)
     with prof.phase(f"test{tag}"), prof.timer(f"test_total{tag}"):
         with prof.timer(f"test_encode{tag}"), prec.scope(precision, device):
             emb_a, emb_b = ev.encode_split(method, split, device, batch_size)
         folds = ev.make_folds(split, n_folds)
-        with prof.timer(f"test_score{tag}"), prec.scope(precision, device):
-            blocks, done = ev.score_folds(method, emb_a, emb_b, folds, method.test_time_budget_s)
-        if done < 1:
-            prof.extrapolate(tag, done)
+        if kept is not None:  # the embeddings, for the approximate search after the protocols
+            kept["embeddings"] = (emb_a, emb_b)
+        if streamed:
+            clock = ev.BlockClock(device)
+            start = time.perf_counter()
+            with prec.scope(precision, device):
+                metrics = ev.stream_folds(method, emb_a, emb_b, folds, split, metrics_spec, blocks, ranks, clock)
+            loop = time.perf_counter() - start
+            prof.add(f"test_score{tag}", clock.score_s)
+            prof.add(f"test_rank{tag}", loop - clock.score_s)
+            prof.test_path[tag] = {"path": "stream", "block_a": blocks[0], "block_b": blocks[1], **clock.record(),
+                                   "fused": True}
+            prof.notes.append(f"test{tag}: streamed over blocks of {blocks[0]} x {blocks[1]}; scoring and ranking "
+                              f"interleave: test_score{tag} is the time inside the scorer ({clock.rescored} of "
+                              f"{clock.blocks} blocks scored twice, the first pass over the blocks holding relevant "
+                              f"pairs), test_rank{tag} the rest of the loop")
         else:
-            with prof.timer(f"test_rank{tag}"):
-                metrics = ev.rank_folds(blocks, folds, split, metrics_spec, ranks)
+            prof.test_path[tag] = {"path": "full", "block_a": blocks[0] if method.scores_in_blocks else None,
+                                   "block_b": blocks[1] if method.scores_in_blocks else None, "fused": False}
+            with prof.timer(f"test_score{tag}"), prec.scope(precision, device):
+                scored, done = ev.score_folds(method, emb_a, emb_b, folds, method.test_time_budget_s, blocks)
+            if done < 1:
+                prof.extrapolate(tag, done)
+            else:
+                with prof.timer(f"test_rank{tag}"):
+                    metrics = ev.rank_folds(scored, folds, split, metrics_spec, ranks)
     if method.times_pair_pass and split.paired:  # outside test_total: the protocol's own figure stays as it is
         with prec.scope(precision, device):
             ev.pair_pass(method, split, device, batch_size, prof.timer, tag)

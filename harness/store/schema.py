@@ -80,6 +80,11 @@ class Result:
         "SHA-256 of the source files of the method, encoders and data source", omit_none=True))
     sources: list[dict[str, Any]] | None = field(default=None, metadata=_doc(
         "the runs an ensemble combines", omit_none=True))
+    search: dict[str, Any] | None = field(default=None, metadata=_doc(
+        "approximate nearest-neighbour search of the whole test split beside the exact ranking (test.search, "
+        "harness.run.search): type and settings, and per direction the index's build and query seconds, the exact "
+        "top-k seconds of the same queries, the index's MiB, k-NN recall and R@k from the approximate and the "
+        "exact lists with what was lost", omit_none=True))
 
     def to_dict(self) -> dict[str, Any]:
         """The file's JSON object: every field in order, optional ones left out when unset."""
