@@ -13,8 +13,17 @@ from typing import Any, Literal
 import torch
 from torch import nn
 
-from harness.api import (METHODS, Method, collapsed_value, global_batch_sum, infonce_loss, max_violation_loss,
-                         plateau_key, require, sum_violation_loss)
+from harness.api import (
+    METHODS,
+    Method,
+    collapsed_value,
+    global_batch_sum,
+    infonce_loss,
+    max_violation_loss,
+    plateau_key,
+    require,
+    sum_violation_loss,
+)
 
 __all__ = ["Contrastive", "ContrastiveParams", "PairLoss", "PairLossFields", "hinge_max_violation",
            "max_violation_loss"]

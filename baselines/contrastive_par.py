@@ -9,8 +9,8 @@ import torch
 from torch import nn
 
 from baselines.contrastive import Contrastive, ContrastiveParams
-from harness.encoders.par import HEAD_MODES, PAR, par_width
 from harness.api import METHODS, require, unknown
+from harness.encoders.par import HEAD_MODES, PAR, par_width
 
 
 @dataclass(frozen=True)

@@ -24,10 +24,21 @@ import torch.nn.functional as F
 from torch import nn
 
 from baselines.contrastive import PairLoss, PairLossFields
-from harness.api import (METHODS, ConfigError, EmbeddingQueue, Method, fused_sinkhorn_pair, gather_rows,
-                         global_batch_sum, is_distributed, log_softmax_nograd, rank_and_world, require, sinkhorn,
-                         sinkhorn_compile_seconds)
-
+from harness.api import (
+    METHODS,
+    ConfigError,
+    EmbeddingQueue,
+    Method,
+    fused_sinkhorn_pair,
+    gather_rows,
+    global_batch_sum,
+    is_distributed,
+    log_softmax_nograd,
+    rank_and_world,
+    require,
+    sinkhorn,
+    sinkhorn_compile_seconds,
+)
 
 REDUCTIONS = ("sum", "mean")
 PAIRS_PER_PROTOTYPE = 7  # the paper's synthetic task: 7,000 training pairs for K = 1,000 prototypes

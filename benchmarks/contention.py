@@ -81,7 +81,7 @@ def table(rows: list[dict]) -> str:
         base = quiet.get((r["policy"], r["threads"]))
         shown = r["threads"] if r["threads"] is not None else f"default ({r['contrastive_threads']})"
 
-        def cell(m: str) -> str:
+        def cell(m: str, r: dict = r, base: dict | None = base) -> str:
             slow = f" ({r[m] / base[m]:.1f}× quiet)" if base and r is not base else ""
             mark = " [contended]" if r[f"{m}_contended"] else ""
             return f"{r[m]:.1f}{slow}{mark}"

@@ -9,8 +9,8 @@ from typing import Any, Callable
 import torch
 
 from benchmarks import common, image_text
-from benchmarks.kernels import ETA, swamp_logits
 from benchmarks.compat import H
+from benchmarks.kernels import ETA, swamp_logits
 
 
 class _Cuda:

@@ -29,7 +29,10 @@ WARMUP_STEPS = 3  # fills the queue of 256 rows
 RATIO_STEPS = 15  # steps per method when timing the step ratio
 
 
-def step_for(method: str, extra: tuple[str, ...] = (), device: torch.device = torch.device("cpu"),
+CPU = torch.device("cpu")
+
+
+def step_for(method: str, extra: tuple[str, ...] = (), device: torch.device = CPU,
              overrides: tuple[str, ...] = OVERRIDES, warmup: int = WARMUP_STEPS) -> Callable[[], Any]:
     """One warmed-up training step of ``method`` on the first batch, wrapped as the runner wraps it."""
     common.pin_threads()

@@ -94,7 +94,7 @@ def time_encode(methods: dict[str, H.Method], split: H.Split, sizes: list[int], 
     out: dict[str, dict[int, dict]] = {name: {} for name in methods}
     for n in sizes:
         for name, method in methods.items():
-            seconds, peak, _ = _timed(lambda: encode_first(method, split, n // PER_IMAGE, n, batch))
+            seconds, peak, _ = _timed(lambda m=method, k=n: encode_first(m, split, k // PER_IMAGE, k, batch))
             out[name][n] = {"s": seconds, "peak_mib": peak}
     return out
 
@@ -337,7 +337,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         print(f"N={n}: PAR score {par[n]['score_s']:.3g} s rank {par[n]['rank_s']:.3g} s; SCAN vec score "
               f"{vec[n]['score_s']:.3g} s; original {orig[n]['score_s']:.3g} s", flush=True)
     for row in rows.values():
-        for n, cell in row.items():
+        for cell in row.values():
             cell["total_s"] = cell["encode_s"] + cell["score_s"] + cell["rank_s"]
     record["methods"] = {name: {str(n): cell for n, cell in row.items()} for name, row in rows.items()}
     # growth exponents over the sizes where the phase was timed (an extrapolated cell only repeats its model), and

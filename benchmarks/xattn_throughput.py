@@ -23,8 +23,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from baselines.scan import DEFAULT_MEMORY_BUDGET, plan_chunks, xattn_similarity
 from baselines import scan_original as original_procedure
+from baselines.scan import DEFAULT_MEMORY_BUDGET, plan_chunks, xattn_similarity
 from baselines.scan_original import per_caption_similarity
 from benchmarks.compat import H, from_first
 

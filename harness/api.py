@@ -27,46 +27,100 @@ A method in ~30 lines, using nothing else (docs/methods.md has it in full)::
 """
 from __future__ import annotations
 
-# --- errors: ConfigError/DataError for bad settings or data (exit 2), RunError while running (exit 3)
-from harness.errors import ConfigError, DataError, NotApplicable, RunError, did_you_mean, unknown
+# --- parameters: every plugin declares a frozen dataclass ``Params``; a field's range is declared beside it with
+# bounded(default, ge=..., gt=...), and an optional ``check(where)`` calls require for what spans several fields
+from harness.config.params import as_dict, bounded, require
+from harness.config.params import parse as parse_params
+from harness.config.plan import Run
+
 # --- registries: decorate a class with @METHODS.register("name") (SOURCES, ENCODERS likewise); readers of
 # other codes' encoder weights register with @STATE_FORMATS.register("name")
 from harness.config.registry import ENCODERS, METHODS, SOURCES, STATE_FORMATS, Registry
-# --- parameters: every plugin declares a frozen dataclass ``Params``; a field's range is declared beside it with
-# bounded(default, ge=..., gt=...), and an optional ``check(where)`` calls require for what spans several fields
-from harness.config.params import as_dict, bounded, parse as parse_params, require
+
+# --- building and timing the harness's parts (benchmarks, notebooks): the same code `harness run` uses
+from harness.config.spec import (
+                             MODALITIES,
+                             HNSWSearch,
+                             IVFFlatSearch,
+                             MetricSpec,
+                             TaskSpec,
+                             TestSpec,
+                             load_task,
+                             with_epochs,
+)
+from harness.data import npy
+from harness.data.images import (
+                             IMAGENET_MEAN,
+                             IMAGENET_STD,
+                             ImageChoices,
+                             ImageFiles,
+                             ImageTensor,
+                             RandomImages,
+                             SemanticTriplets,
+                             check_readable,
+                             image_transform,
+)
+
+# --- data: what a source returns, and helpers for the on-disk formats the shipped sources read
+from harness.data.paired import (
+                             SPLITS,
+                             ArrayRows,
+                             PairedData,
+                             Split,
+                             concat,
+                             expand_root,
+                             require_files,
+                             standardize,
+                             standardize_splits,
+                             take,
+)
+from harness.data.text import END, SPECIALS, START, TokenCaptions, cached_vocab, encode_captions, read_lines, tokenize
+from harness.data.videotext import (
+                             HOWTO100M_PUBLISHED,
+                             POOLS,
+                             assemble,
+                             caption_owner,
+                             check_files,
+                             holdout,
+                             howto_parts,
+                             howto_video,
+                             pool_frames,
+                             read_feature_dict,
+                             read_pickle,
+                             stack_videos,
+                             unit_rows,
+)
+from harness.data.word_vectors import class_vectors
+from harness.data.words import CaptionDraw, PaddedCaptions, WordsFields, split_words
+
+# --- errors: ConfigError/DataError for bad settings or data (exit 2), RunError while running (exit 3)
+from harness.errors import ConfigError, DataError, NotApplicable, RunError, did_you_mean, unknown
+
 # --- the method interface and the parts methods share
 from harness.method import Method
-from harness.ops.queue import EmbeddingQueue, chunk_bounds
-from harness.ops.losses import LOSSES, collapsed_value, infonce_loss, max_violation_loss, plateau_key, sum_violation_loss
-from harness.ops.native import unavailable as native_sinkhorn_unavailable
-from harness.ops.ot import (compile_seconds as sinkhorn_compile_seconds, fused_sinkhorn, fused_sinkhorn_pair,
-                             log_softmax_nograd, sinkhorn)
-from harness.run.distributed import gather_rows, global_batch_sum, is_distributed, rank_and_world
-# --- data: what a source returns, and helpers for the on-disk formats the shipped sources read
-from harness.data.paired import (SPLITS, ArrayRows, PairedData, Split, concat, expand_root, require_files, standardize,
-                                 standardize_splits, take)
-from harness.data import npy
-from harness.data.images import (IMAGENET_MEAN, IMAGENET_STD, ImageChoices, ImageFiles, ImageTensor, RandomImages,
-                                 SemanticTriplets, check_readable, image_transform)
-from harness.data.text import END, SPECIALS, START, TokenCaptions, cached_vocab, encode_captions, read_lines, tokenize
-from harness.data.words import CaptionDraw, PaddedCaptions, WordsFields, split_words
-from harness.data.videotext import (HOWTO100M_PUBLISHED, POOLS, assemble, caption_owner, check_files, holdout,
-                                    howto_parts, howto_video, pool_frames, read_feature_dict, read_pickle, stack_videos,
-                                    unit_rows)
-from harness.data.word_vectors import class_vectors
-# --- building and timing the harness's parts (benchmarks, notebooks): the same code `harness run` uses
-from harness.config.spec import MODALITIES, HNSWSearch, IVFFlatSearch, MetricSpec, TaskSpec, TestSpec, load_task, with_epochs
-from harness.config.plan import Run
+from harness.ops.losses import (
+                             LOSSES,
+                             collapsed_value,
+                             infonce_loss,
+                             max_violation_loss,
+                             plateau_key,
+                             sum_violation_loss,
+)
 from harness.ops.metrics import pair_relevance, precision_metrics, query_ranks, rank_metrics
+from harness.ops.native import unavailable as native_sinkhorn_unavailable
+from harness.ops.ot import compile_seconds as sinkhorn_compile_seconds
+from harness.ops.ot import fused_sinkhorn, fused_sinkhorn_pair, log_softmax_nograd, sinkhorn
 from harness.ops.precision import wrap_forward, wrap_step
-from harness.ops.streaming import Relevance, StreamRanker, stream as stream_blocks
+from harness.ops.queue import EmbeddingQueue, chunk_bounds
+from harness.ops.streaming import Relevance, StreamRanker
+from harness.ops.streaming import stream as stream_blocks
 from harness.run.build import build_method, resolve_device
+from harness.run.distributed import gather_rows, global_batch_sum, is_distributed, rank_and_world
 from harness.run.evaluate import DEFAULT_BLOCKS, BlockClock, evaluate, make_folds, stream_folds
 from harness.run.floor import FeatureCosine
 from harness.run.profiling import CpuPeakRSS, MiB, Profiler, synchronize
-from harness.run.search import run_search
 from harness.run.runner import RunOptions, load_data, run_one
+from harness.run.search import run_search
 from harness.run.train import make_optimizer, make_step
 from harness.store.io import write_json_atomic
 from harness.store.provenance import environment

@@ -6,8 +6,8 @@ import re
 import sys
 from pathlib import Path
 
-from harness.errors import ConfigError, RunError, did_you_mean, one_line
 from harness.config.checks import SHIPPED as TASKS_DIR
+from harness.errors import ConfigError, RunError, did_you_mean, one_line
 
 
 class _Parser(argparse.ArgumentParser):

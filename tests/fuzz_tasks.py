@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from harness.config.spec import merge, read_yaml
-from tests import sketch_fixtures, videotext_fixtures as fx
+from tests import sketch_fixtures
+from tests import videotext_fixtures as fx
 from tests.conftest import TASKS, TINY, TINY_IMAGE_TEXT, TINY_SKETCH, TINY_VIDEO_TEXT
 
 

@@ -9,11 +9,11 @@ import pytest
 import torch
 
 from baselines.cca import CCA, CCAParams, cca_fit, inverse_sqrt, ledoit_wolf_shrinkage
+from harness.analysis.restore import restore_run
 from harness.cli import main
+from harness.config.params import parse
 from harness.data.paired import Split
 from harness.errors import ConfigError
-from harness.config.params import parse
-from harness.analysis.restore import restore_run
 
 
 def _views(n: int = 400, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:

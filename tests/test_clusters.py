@@ -12,10 +12,10 @@ import torch
 from harness.analysis import clusters as C
 from harness.analysis.restore import restore_run
 from harness.cli import main
-from harness.run.evaluate import evaluate
 from harness.config.params import parse
 from harness.config.spec import MetricSpec
 from harness.data.text import TokenCaptions
+from harness.run.evaluate import evaluate
 from tests.conftest import TASKS, TINY, write_task
 from tests.test_image_text_data import WORDS, write_precomp
 

@@ -5,9 +5,9 @@ import pytest
 import torch
 from torchvision import models
 
+from harness.config.params import parse
 from harness.encoders.cnn import CNN, CNNParams, SpatialAttention
 from harness.errors import ConfigError
-from harness.config.params import parse
 
 
 def build(shape=(3, 32, 32), **kw):

@@ -10,18 +10,17 @@ import pytest
 import torch
 
 from harness.cli import main
-from harness.config.spec import build
-from harness.run.collapse import Chance, chance_level, detect, epoch_signals, hints, plateau_key, warning_line
+from harness.config.spec import MetricSpec, build
 from harness.data.paired import Split
-from harness.config.spec import MetricSpec
+from harness.run.collapse import Chance, chance_level, detect, epoch_signals, hints, plateau_key, warning_line
 from tests.conftest import write_task
 
 CHANCE = Chance("a2b/R@1", mean=1.0, std=0.5)  # at chance: <= 2.5
 
 
 def history(losses, vals, collapsed=25.6):
-    return [{"epoch": i + 1, "loss": l, plateau_key("loss"): collapsed, "val/a2b/R@1": v}
-            for i, (l, v) in enumerate(zip(losses, vals))]
+    return [{"epoch": i + 1, "loss": loss, plateau_key("loss"): collapsed, "val/a2b/R@1": v}
+            for i, (loss, v) in enumerate(zip(losses, vals))]
 
 
 def test_plateau_for_patience_epochs_is_a_collapse():

@@ -23,9 +23,9 @@ import torch.nn.functional as F
 
 from baselines.contrastive import hinge_max_violation
 from baselines.swamp import swamp_loss
-from harness.run import distributed as hd
-from harness.ops.ot import sinkhorn
 from harness.config.registry import ENCODERS, METHODS
+from harness.ops.ot import sinkhorn
+from harness.run import distributed as hd
 from tests.test_methods import tiny_method_for
 
 WORLD = 2
@@ -154,7 +154,7 @@ def test_distributed_sinkhorn_equals_sinkhorn_of_all_rows(tmp_path):
         expected = sinkhorn(logits, eta, 3).split(sizes)
         for rank in range(WORLD):
             torch.testing.assert_close(per_rank[rank][i], expected[rank], atol=1e-5, rtol=0,
-                                       msg=lambda m: f"case {i} (rows {sizes}), rank {rank}: {m}")
+                                       msg=lambda m, i=i, sizes=sizes, rank=rank: f"case {i} (rows {sizes}), rank {rank}: {m}")
 
 
 def _gather_scenario(info: hd.DistInfo, cases: list[list[torch.Tensor]]) -> list[torch.Tensor]:

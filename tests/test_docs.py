@@ -97,8 +97,8 @@ def method_example(doc: str, head: str) -> str:
 @pytest.mark.parametrize("doc,head", [("docs/methods.md", "# baselines/"), ("README.md", "# my_methods/")])
 def test_the_method_files_of_the_docs_run_as_written(doc, head, tiny_task, tmp_path, capsys):
     code = method_example(doc, head)
-    assert not [l for l in code.splitlines() if re.match(r"\s*(from|import) harness", l)
-                and not re.match(r"\s*from harness\.api import", l)], "the example imports only harness.api"
+    assert not [line for line in code.splitlines() if re.match(r"\s*(from|import) harness", line)
+                and not re.match(r"\s*from harness\.api import", line)], "the example imports only harness.api"
     name = re.search(r"# \w+/(\w+)\.py", code).group(1)
     registered = re.search(r"register\(\"(\w+)\"\)", code).group(1)
     plugins = tmp_path / "plugins"

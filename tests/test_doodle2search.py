@@ -8,12 +8,18 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from baselines.doodle2search import (Doodle2Search, Doodle2SearchParams, cosine_regression, domain_loss,
-                                     grad_reverse, ramp)
+from baselines.doodle2search import (
+    Doodle2Search,
+    Doodle2SearchParams,
+    cosine_regression,
+    domain_loss,
+    grad_reverse,
+    ramp,
+)
 from baselines.doodle2search_swamp import Doodle2SearchSwAMP, Doodle2SearchSwAMPParams
-from harness.run import runner
-from harness.errors import ConfigError
 from harness.config.spec import load_task
+from harness.errors import ConfigError
+from harness.run import runner
 
 
 @pytest.mark.parametrize("weight", [0.0, 0.5, 1.0, 2.0])

@@ -7,11 +7,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from harness.run import evaluate as ev
-from harness.config import params as P
-from harness.cli import main
 from harness.analysis.restore import restore_run
+from harness.cli import main
+from harness.config import params as P
 from harness.config.spec import MetricSpec
+from harness.run import evaluate as ev
 from tests.conftest import TINY, TINY_IMAGE_TEXT, write_task
 
 PAIR = ("scan_t2i_avg", "scan_i2t_lse")

@@ -21,12 +21,11 @@ import pytest
 import torch
 
 from baselines.swamp import SwAMP
-from harness.run import evaluate
-from harness.run import guards
-from harness.store import io as results
-from harness.run import train as tr
 from harness.cli import main
 from harness.errors import RunError
+from harness.run import evaluate, guards
+from harness.run import train as tr
+from harness.store import io as results
 from tests.bad_input_matrix import mount_available
 from tests.conftest import ROOT
 from tests.fault_child import faulty_atomic_write
@@ -253,11 +252,11 @@ def test_out_of_memory_in_the_test_names_the_eval_batch_and_scorer_budget(tiny_i
                                                                           monkeypatch):
     real, seen = evaluate.score_folds, [0]
 
-    def score_folds(*args):
+    def score_folds(*args, **kwargs):
         seen[0] += 1
         if seen[0] == 3 * 2 + 1:  # the untrained model and two epochs validate two protocols each; then the test
             _allocate_too_much()
-        return real(*args)
+        return real(*args, **kwargs)
 
     monkeypatch.setattr(evaluate, "score_folds", score_folds)
     args = ["run", str(tiny_image_text_task), "--methods", "scan", "--device", "cpu", "--out", str(tmp_path),

@@ -56,7 +56,7 @@ def test_on_random_data_for_timing_more_prototypes_than_pairs_is_a_warning(tmp_p
 
 def test_ks_that_reach_the_gallery_warn_per_direction(tmp_path):
     lines = _warnings(tmp_path, "contrastive", "metrics.ks=[1,5,80]", "metrics.directions=[a2b,b2a]")
-    assert len(lines) == 2 and all(f"metrics.ks [80]" in line and f"ranks {N_TEST} test items" in line for line in lines)
+    assert len(lines) == 2 and all("metrics.ks [80]" in line and f"ranks {N_TEST} test items" in line for line in lines)
     assert "e.g. [1, 5]" in lines[0]
 
 

@@ -12,7 +12,6 @@ import itertools
 import os
 import subprocess
 import sys
-import warnings
 
 import pytest
 import torch
@@ -69,15 +68,16 @@ def compiled():
 def test_fused_equals_eager_sinkhorn_over_the_grid(compiled, dtype):
     for where, _, logp in _grid(dtype):
         eta = where[1]
-        _check_both(lambda x: compiled(x, eta, 3, compile="on"), lambda x: ot.sinkhorn(x, eta, 3), logp, where)
+        _check_both(lambda x, eta=eta: compiled(x, eta, 3, compile="on"), lambda x, eta=eta: ot.sinkhorn(x, eta, 3),
+                    logp, where)
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_fused_log_softmax_and_sinkhorn_equal_the_eager_pair_over_the_grid(compiled, dtype):
     for where, logits, _ in _grid(dtype):
         eta = where[1]
-        _check_both(lambda x: compiled(x, eta, 3, from_logits=True, compile="on"),
-                    lambda x: ot.sinkhorn(ot.log_softmax_nograd(x), eta, 3), logits, where)
+        _check_both(lambda x, eta=eta: compiled(x, eta, 3, from_logits=True, compile="on"),
+                    lambda x, eta=eta: ot.sinkhorn(ot.log_softmax_nograd(x), eta, 3), logits, where)
 
 
 def test_one_compilation_serves_every_row_count_and_eta(compiled):

@@ -33,7 +33,7 @@ def load(root, tmp_path, **kw):
 def test_loader_pairs_both_caption_layouts(tmp_path):
     write_precomp(tmp_path)
     data = load(tmp_path, tmp_path, val_images=0)
-    train, val, test = data["train"], data["val"], data["test"]
+    train, val = data["train"], data["val"]
     assert (len(train.a), len(train.b)) == (6, 30) and train.b_to_a.tolist()[:7] == [0, 0, 0, 0, 0, 1, 1]
     assert (len(val.a), len(val.b)) == (3, 3) and val.b_to_a.tolist() == [0, 1, 2]  # one to one
     assert data.input_shapes()["a"] == (4, 5)

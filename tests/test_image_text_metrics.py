@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 import torch
 
-from harness.run import evaluate as ev
+from harness.config.spec import MetricSpec
 from harness.data.paired import Split
 from harness.ops.metrics import image_text_metrics, mean_over_folds
-from harness.config.spec import MetricSpec
+from harness.run import evaluate as ev
 
 
 def naive_image_text(sims: np.ndarray, per_image: int = 5) -> dict[str, float]:

@@ -3,7 +3,6 @@ of a sequential run; finished runs are skipped; a failed run is named; Ctrl-C st
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys

@@ -9,10 +9,10 @@ import torch
 import torch.nn.functional as F
 
 from baselines.contrastive import Contrastive, ContrastiveParams, PairLoss, hinge_max_violation
+from harness.config.params import parse
 from harness.encoders.mlp import MLP
 from harness.errors import ConfigError
 from harness.ops.losses import LOSSES, collapsed_value, infonce_loss, max_violation_loss, sum_violation_loss
-from harness.config.params import parse
 
 
 def naive_max_violation(s: torch.Tensor, m: float) -> torch.Tensor:
@@ -111,9 +111,9 @@ def test_warmup_uses_the_summed_hinge_then_the_hardest_negative():
 
 
 def test_training_loop_tells_the_method_the_epoch(tiny_task):
+    from harness.config.spec import load_task
     from harness.run import runner
     from harness.run import train as tr
-    from harness.config.spec import load_task
 
     spec = load_task(tiny_task, ["contrastive.warmup_epochs=1", "train.epochs=3"])
     data = runner.load_data(spec)

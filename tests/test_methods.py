@@ -5,23 +5,23 @@ from pathlib import Path
 
 import pytest
 import torch
-import yaml
 import torch.nn.functional as F
+import yaml
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from baselines.contrastive import hinge_max_violation
 from baselines.swamp import EmbeddingQueue, SwAMP, SwAMPParams, swamp_loss, swapped_targets
-from harness.run import evaluate as ev
-from harness.ops import precision as prec
-from harness.run import runner
-from harness.run import train as tr
+from harness.config.registry import METHODS
+from harness.config.spec import load_task
 from harness.data.paired import take, to_device
 from harness.encoders.mlp import MLP
 from harness.errors import ConfigError
+from harness.ops import precision as prec
 from harness.ops.ot import sinkhorn
 from harness.ops.precision import PRECISIONS
-from harness.config.registry import METHODS
-from harness.config.spec import load_task
+from harness.run import evaluate as ev
+from harness.run import runner
+from harness.run import train as tr
 
 
 def tiny_spec_for(method_kind: str, *task_paths):

@@ -21,12 +21,12 @@ import torch.nn.functional as F
 from torch import nn
 
 from baselines.swamp import SwAMP, SwAMPParams, swamp_loss
-from harness.run import evaluate as ev
+from harness.config.spec import MetricSpec
 from harness.data.paired import Split
 from harness.method import Method
 from harness.ops.metrics import image_text_metrics
 from harness.ops.ot import sinkhorn
-from harness.config.spec import MetricSpec
+from harness.run import evaluate as ev
 
 TAUS = (0.005, 0.01, 0.05, 0.1, 1.0)
 ETAS = (1.0, 5.0, 20.0, 50.0, 100.0)

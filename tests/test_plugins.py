@@ -116,7 +116,7 @@ def test_the_skip_line_says_when_the_code_of_a_finished_run_changed(tiny_task, t
     assert "finished earlier, skipped" in capsys.readouterr().out
     plugin.write_text(plugin.read_text() + "\n# a change\n")
     assert cli.main(argv) == 0
-    line = next(l for l in capsys.readouterr().out.splitlines() if "skipped" in l)
+    line = next(text for text in capsys.readouterr().out.splitlines() if "skipped" in text)
     assert "its code changed since" in line and "queue_infonce.py" in line
     (result,) = (tmp_path / "out").rglob("seed0.json")  # a file that moved, unchanged, is not a change
     data = json.loads(result.read_text())
@@ -125,7 +125,7 @@ def test_the_skip_line_says_when_the_code_of_a_finished_run_changed(tiny_task, t
     assert data["code"]["files"] != files
     result.write_text(json.dumps(data))
     assert cli.main(argv) == 0
-    line = next(l for l in capsys.readouterr().out.splitlines() if "skipped" in l)
+    line = next(text for text in capsys.readouterr().out.splitlines() if "skipped" in text)
     assert "its code changed since" in line and "sources" not in line.split("since", 1)[1]
 
 
@@ -164,7 +164,7 @@ def test_a_method_without_params_names_its_file_and_the_fix(tiny_task, tmp_path,
     code, _, err = run_cli(["run", str(task), "--methods", "no_params", "--out", str(tmp_path / "out"),
                             "--include", str(plugins)], capsys)
     assert code == 2
-    (error,) = [l for l in err.splitlines() if l.startswith("error:")]
+    (error,) = [line for line in err.splitlines() if line.startswith("error:")]
     assert "no_params.py" in error and "has no Params" in error and "frozen dataclass" in error
 
 
@@ -176,7 +176,7 @@ def test_a_name_registered_by_two_files_names_both(tiny_task, tmp_path, capsys):
     code, _, err = run_cli(["run", str(task), "--methods", "twice", "--out", str(tmp_path / "out"),
                             "--include", str(plugins)], capsys)
     assert code == 2
-    (error,) = [l for l in err.splitlines() if l.startswith("error:")]
+    (error,) = [line for line in err.splitlines() if line.startswith("error:")]
     assert "registered twice" in error and "one.py" in error and "two.py" in error and "rename" in error
 
 

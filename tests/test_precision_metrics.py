@@ -119,11 +119,11 @@ def test_errors_name_the_problem():
 
 
 def test_task_metrics_and_tables_carry_map(tiny_task, tmp_path):
-    from harness.run import runner
-    from harness.report import tables
-    from harness.errors import ConfigError
     from harness.config.plan import Run
     from harness.config.spec import load_task
+    from harness.errors import ConfigError
+    from harness.report import tables
+    from harness.run import runner
 
     overrides = ["metrics.map=true", "metrics.map_at=[5]", "metrics.precision_at=[10]", "train.epochs=1"]
     spec = load_task(tiny_task, overrides)

@@ -379,8 +379,8 @@ def test_the_site_in_a_real_browser(built):
             for width, name in ((1366, "index.html"), (1366, "tiny.html"), (390, "index.html"), (390, "tiny.html")):
                 page = browser.new_page(viewport={"width": width, "height": 800})
                 errors: list[str] = []
-                page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-                page.on("pageerror", lambda e: errors.append(str(e)))
+                page.on("console", lambda m, errors=errors: errors.append(m.text) if m.type == "error" else None)
+                page.on("pageerror", lambda e, errors=errors: errors.append(str(e)))
                 page.goto((built / name).as_uri(), wait_until="load")
                 assert errors == [], f"{name}: {errors}"
                 scroll, inner = page.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")

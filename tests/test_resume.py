@@ -15,11 +15,11 @@ import pytest
 import torch
 import yaml
 
-from harness.run import checkpoint as ckpt
-from harness.config import plan
-from harness.run import runner
 from harness.cli import main
+from harness.config import plan
 from harness.errors import ConfigError
+from harness.run import checkpoint as ckpt
+from harness.run import runner
 
 ROOT = Path(__file__).resolve().parent.parent
 

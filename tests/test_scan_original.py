@@ -11,11 +11,11 @@ import torch.nn.functional as F
 
 from baselines import scan_original as original
 from baselines.scan import SCANi2tAVG, SCANParams, SCANt2iLSE, xattn_similarity
-from harness.run import evaluate as ev
-from harness.config import params as P
 from harness.cli import main
+from harness.config import params as P
 from harness.errors import ConfigError
 from harness.method import Method
+from harness.run import evaluate as ev
 from tests.test_scan import SETTINGS, random_inputs
 
 

@@ -12,7 +12,7 @@ import torch
 from harness.cli import main
 from harness.config.params import parse
 from harness.errors import ConfigError, DataError
-from harness.sources.qmul_sbir import QMULParams, QMULSBIR
+from harness.sources.qmul_sbir import QMULSBIR, QMULParams
 from tests import sketch_fixtures
 from tests.conftest import ROOT, write_task
 from tests.sketch_fixtures import write_image_folders
@@ -109,7 +109,7 @@ def write_qmul_release(root: Path, category: str, sizes: dict[str, int], triplet
 
 
 def test_qmul_handbags_read_as_shoes_and_chairs_without_their_triplet_file(tmp_path):
-    written = write_qmul_release(tmp_path / "with", "handbags", {"train": 40, "test": 12})
+    write_qmul_release(tmp_path / "with", "handbags", {"train": 40, "test": 12})
     write_qmul_release(tmp_path / "without", "handbags", {"train": 40, "test": 12}, triplets=False)
     data = QMULSBIR.load(QMULParams(root=str(tmp_path / "with"), category="handbags", image_size=16, crop_scale=()))
     same = QMULSBIR.load(QMULParams(root=str(tmp_path / "without"), category="handbags", image_size=16,

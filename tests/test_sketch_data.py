@@ -11,17 +11,22 @@ import pytest
 import torch
 from scipy import stats
 
+from harness.config.params import parse
+from harness.config.spec import MetricSpec
+from harness.data.images import (
+    IMAGENET_MEAN,
+    IMAGENET_STD,
+    ImageChoices,
+    SemanticTriplets,
+    negative_class_probabilities,
+)
 from harness.data.paired import Split
+from harness.data.word_vectors import class_vectors
 from harness.errors import ConfigError, DataError
 from harness.run.evaluate import make_folds, rank_split
 from harness.run.preflight import check_pairing
-from harness.data.images import (IMAGENET_MEAN, IMAGENET_STD, ImageChoices, SemanticTriplets,
-                                 negative_class_probabilities)
-from harness.config.params import parse
 from harness.sources.image_folder import ImageFolder, ImageFolderParams, split_classes
 from harness.sources.sketch_shapes import SketchShapes, SketchShapesParams
-from harness.config.spec import MetricSpec
-from harness.data.word_vectors import class_vectors
 from tests.sketch_fixtures import CLASSES, write_doodle2search_files, write_image_folders
 
 

@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 import torch
 
-from harness.errors import DataError
 from harness.config.params import parse
+from harness.errors import DataError
 from harness.sources.paired_arrays import PairedArrays, PairedArraysParams
 from harness.sources.synthetic_gaussian import SyntheticGaussian, SyntheticParams, generate
 

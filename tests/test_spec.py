@@ -1,12 +1,10 @@
 """Task files: every shipped task loads; bad keys, types, ranges and names fail clearly."""
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
-from harness.errors import ConfigError
 from harness.config.spec import load_task, parse_override, select_methods, with_epochs
+from harness.errors import ConfigError
 from tests.conftest import TASKS, TINY, write_task
 
 

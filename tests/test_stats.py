@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness.report import stats
 from harness.errors import ConfigError
+from harness.report import stats
 
 METRICS_CONFIG = {"directions": ["i2t", "t2i"], "relevance": ["pair"], "ks": [1, 5, 10], "folds": [1, 5],
                   "rsum": True}

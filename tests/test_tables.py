@@ -6,9 +6,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness.report import stats
-from harness.report import tables
 from harness.errors import ConfigError
+from harness.report import stats, tables
 
 METRICS = {"directions": ["a2b"], "relevance": ["pair"], "ks": [1, 5], "folds": [1], "rsum": False}
 TEST_COLUMNS = ["Δ vs contrastive", "95% CI", "p (seeds, paired t)", "p (queries, bootstrap)"]

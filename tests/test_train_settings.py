@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from harness.config.spec import TrainSpec, load_task
 from harness.config.params import parse
+from harness.config.spec import TrainSpec, load_task
 from harness.errors import ConfigError
 from harness.run import runner
 from harness.run import train as tr

@@ -12,10 +12,10 @@ import pytest
 import torch
 
 from harness.config import params as P
-from harness.errors import DataError
 from harness.config.registry import SOURCES
 from harness.data.videotext import holdout, howto_video, read_feature_dict, read_pickle
 from harness.data.words import CaptionDraw, PaddedCaptions, encode_words, read_word2vec, split_words
+from harness.errors import DataError
 from tests import videotext_fixtures as fx
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "msrvtt_vgg128"
@@ -159,7 +159,7 @@ def test_a_feature_file_naming_another_global_is_refused(tmp_path):
 # ---------------------------------------------------------------- sources on generated files
 
 def test_msrvtt_layout(tmp_path):
-    written = fx.msrvtt(tmp_path / "m", n_train=12, n_test=6, per_video=3)
+    fx.msrvtt(tmp_path / "m", n_train=12, n_test=6, per_video=3)
     fx.write_word2vec(tmp_path / "m" / "w2v.bin", fx.word_vectors(dim=8))
     data = load("howto_msrvtt", tmp_path, root=str(tmp_path / "m"), val_videos=3, word_vectors="w2v.bin")
     train, val, test = data["train"], data["val"], data["test"]

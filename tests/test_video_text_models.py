@@ -5,17 +5,16 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from baselines.mmr import MaxMarginRanking, MaxMarginParams, max_margin_ranking_loss
+from baselines.mmr import MaxMarginParams, MaxMarginRanking, max_margin_ranking_loss
 from baselines.swamp_mmr import SwAMPMMR, SwAMPMMRParams
-from harness.run import build
-from harness.run import checkpoint as ckpt
-from harness.run import evaluate as ev
-from harness.run import runner
-from harness.run import train as tr
+from harness.config.spec import MetricSpec, load_task
 from harness.encoders.gated import HOWTO100M_KEYS, GatedEmbeddingUnit, WordMaxPool
 from harness.errors import ConfigError
 from harness.ops.metrics import rank_metrics
-from harness.config.spec import MetricSpec, load_task
+from harness.run import build, runner
+from harness.run import checkpoint as ckpt
+from harness.run import evaluate as ev
+from harness.run import train as tr
 
 
 def naive_mmr(s: torch.Tensor, margin: float) -> float:

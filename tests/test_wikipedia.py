@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 import torch
 
-from harness.errors import DataError
 from harness.config.params import parse
-from harness.sources.wikipedia import Wikipedia, WikipediaParams, hold_out, read_labels
 from harness.config.spec import load_task
+from harness.errors import DataError
+from harness.sources.wikipedia import Wikipedia, WikipediaParams, hold_out, read_labels
 from tests.conftest import ROOT
 
 DATA = ROOT.parent / "shared" / "data" / "wikipedia"

@@ -19,16 +19,16 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
-from harness.data.paired import PairedData, Split
-from harness.errors import ConfigError
-from harness.run.evaluate import encode_split
-from harness.method import Method
-from harness.config.registry import METHODS
-from harness.store.schema import read_result
 from harness.analysis.restore import method_config, restore_run, run_files, train_settings
+from harness.config.registry import METHODS
 from harness.config.spec import MODALITIES
-from harness.store.io import write_json_atomic
+from harness.data.paired import PairedData, Split
 from harness.data.text import SPECIALS, TokenCaptions
+from harness.errors import ConfigError
+from harness.method import Method
+from harness.run.evaluate import encode_split
+from harness.store.io import write_json_atomic
+from harness.store.schema import read_result
 
 LARGEST_SHOWN = 30  # rows of the "largest clusters" table
 STOP_WORDS = frozenset("""

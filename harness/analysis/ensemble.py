@@ -20,18 +20,18 @@ from typing import Any
 import torch
 from torch import nn
 
+from harness.analysis.restore import restore_run, run_files, train_settings
 from harness.config import params as P
 from harness.config import plan
-from harness.ops import precision as prec
+from harness.config.registry import plugin_folders
+from harness.config.spec import MetricSpec
 from harness.errors import ConfigError
 from harness.method import Method
-from harness.run.profiling import Profiler
-from harness.analysis.restore import restore_run, run_files, train_settings
-from harness.config.registry import plugin_folders
+from harness.ops import precision as prec
 from harness.run.build import resolve_device
+from harness.run.profiling import Profiler
 from harness.store.provenance import environment
-from harness.store.schema import read_result, Result, result_path, write_result
-from harness.config.spec import MetricSpec
+from harness.store.schema import Result, read_result, result_path, write_result
 
 SAME = ("dataset", "metrics")  # config sections both sources must share
 

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from harness.config import spec as specs
-from harness.errors import ConfigError, unknown
 from harness.config.spec import TaskSpec
+from harness.errors import ConfigError, unknown
 
 # Settings that change where data is read from (or cached), never what a run computes.
 NEUTRAL = ("dataset.root", "dataset.vocab_cache")

@@ -14,13 +14,12 @@ from typing import Any, Callable, Mapping
 
 import yaml
 
+from harness.config import checks, launch
 from harness.config import params as P
 from harness.config.params import bounded
-from harness.config import checks
-from harness.config import launch
+from harness.config.registry import ENCODERS, METHODS, SOURCES
 from harness.errors import ConfigError, did_you_mean, unknown
 from harness.ops.precision import PRECISIONS
-from harness.config.registry import ENCODERS, METHODS, SOURCES
 
 TOP_KEYS = ("name", "version", "description", "base", "dataset", "encoders", "metrics", "train", "test", "methods",
             "reference", "launcher")

@@ -19,9 +19,16 @@ import numpy as np
 import torch
 
 from harness.data.paired import PairedData, Split, expand_root
+from harness.data.words import (
+    CaptionDraw,
+    Vocabulary,
+    WordsFields,
+    encode_words,
+    fixed_vocabulary,
+    learned_vocabulary,
+    split_words,
+)
 from harness.errors import DataError
-from harness.data.words import (CaptionDraw, Vocabulary, WordsFields, encode_words, fixed_vocabulary, learned_vocabulary,
-                           split_words)
 
 POOLS = ("mean", "max")
 HOWTO100M_PUBLISHED = (

@@ -27,9 +27,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from harness.errors import DataError
 from harness.config.params import require
 from harness.data.text import TokenCaptions, cached_vocab
+from harness.errors import DataError
 
 PAD_WORD = "<pad>"
 TOKENIZER = "howto100m-words-1"

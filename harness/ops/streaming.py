@@ -244,7 +244,8 @@ class StreamRanker:
                 q = slice(a_lo, a_hi) if o == "a" else slice(b_lo, b_hi)
                 axis = 1 if o == "a" else 0
 
-                def beaten(values: torch.Tensor, best: torch.Tensor) -> torch.Tensor:
+                def beaten(values: torch.Tensor, best: torch.Tensor, q: slice = q, o: str = o,
+                           mask: torch.Tensor | None = mask, axis: int = axis) -> torch.Tensor:
                     # 1.0 where an item reaches the query's best relevant score, relevant items zeroed; float32
                     # sums of ones are exact below 2^24 items (the blocks are smaller), and much faster than bool
                     threshold = best[q, None] if o == "a" else best[None, q]

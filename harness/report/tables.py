@@ -16,12 +16,12 @@ from typing import Any
 
 from tabulate import tabulate
 
-from harness.report import stats
-from harness.run import contention
-from harness.errors import unknown
-from harness.store.io import write_text_atomic
 from harness.config.plan import resolve_reference
 from harness.config.spec import MetricSpec, TrainSpec
+from harness.errors import unknown
+from harness.report import stats
+from harness.run import contention
+from harness.store.io import write_text_atomic
 
 FORMATS = {"md": "github", "tex": "latex_booktabs"}
 ALPHA = 0.05  # significance level of the markers and of the bootstrap seed count
@@ -378,11 +378,12 @@ def _pair_pass_cells(runs: list[dict[str, Any]], tag: str) -> list[str]:
     that pass's encoding of every pair and of its loss on every batch; '–' for runs without the pass."""
     total, encode, loss, estimated = [], [], [], False
     for r in runs:
-        (e, _), (l, _), (sc, est), (rk, _) = (test_seconds([r], part, tag) for part in ("pair_encode", "loss", "score", "rank"))
-        if e and l and sc:  # a run stopped by its time budget has an extrapolated score and no rank
-            total.append(e[0] + l[0] + sc[0] + sum(rk))
+        (e, _), (lo, _), (sc, est), (rk, _) = (test_seconds([r], part, tag)
+                                                for part in ("pair_encode", "loss", "score", "rank"))
+        if e and lo and sc:  # a run stopped by its time budget has an extrapolated score and no rank
+            total.append(e[0] + lo[0] + sc[0] + sum(rk))
             encode.append(e[0])
-            loss.append(l[0])
+            loss.append(lo[0])
             estimated |= est
     if not total:
         return ["–"] * 3

@@ -15,16 +15,15 @@ import pickle
 import random
 import re
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
 import torch
-from torch import nn
 
 from harness.config.registry import STATE_FORMATS
 from harness.errors import ConfigError
 from harness.method import Method
-from harness.store.io import save_checkpoint
 from harness.run.train import FitResult
+from harness.store.io import save_checkpoint
 
 
 def resume_path(result: Path) -> Path:

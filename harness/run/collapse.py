@@ -23,19 +23,13 @@ from typing import Any
 
 import torch
 
-from harness.ops.losses import plateau_key
-from harness.run import evaluate as ev
-from harness.data.paired import Split
 from harness.config import params as P
 from harness.config.spec import MetricSpec, TaskSpec
+from harness.data.paired import Split
+from harness.ops.losses import plateau_key
+from harness.run import evaluate as ev
 
-SUFFIX = "@collapsed"
 CHANCE_SDS = 3.0
-
-
-def plateau_key(term: str) -> str:
-    """History key of the value the logged term ``term`` takes on a collapsed embedding."""
-    return f"{term}{SUFFIX}"
 
 
 @dataclass(frozen=True)

@@ -18,13 +18,20 @@ from typing import Any, Callable
 
 import torch
 
+from harness.config.spec import DIRECTIONS, MetricSpec, TestSpec, fold_prefix
 from harness.data.paired import Split, concat, take, to_device
 from harness.errors import ConfigError
 from harness.method import Method
-from harness.ops.metrics import (class_relevance, mean_over_folds, pair_relevance, precision_metrics, query_ranks,
-                             recall_sum, summarize_ranks)
 from harness.ops import streaming
-from harness.config.spec import DIRECTIONS, MetricSpec, TestSpec, fold_prefix
+from harness.ops.metrics import (
+    class_relevance,
+    mean_over_folds,
+    pair_relevance,
+    precision_metrics,
+    query_ranks,
+    recall_sum,
+    summarize_ranks,
+)
 
 Fold = tuple[torch.Tensor, torch.Tensor]  # (a indices, b indices)
 
@@ -301,9 +308,10 @@ def protocol_tag(n_folds: int) -> str:
 
 
 def evaluate(method: Method, split: Split, metrics: MetricSpec, device: torch.device,
-             batch_size: int, test: TestSpec = TestSpec()) -> dict[str, float]:
+             batch_size: int, test: TestSpec | None = None) -> dict[str, float]:
     """Encode once, then score and rank for every protocol of ``metrics`` (used for validation), on the path
-    ``test`` chooses (:func:`streams`)."""
+    ``test`` chooses (:func:`streams`; default: the task file's defaults)."""
+    test = TestSpec() if test is None else test
     emb_a, emb_b = encode_split(method, split, device, batch_size)
     blocks = (test.block_a, test.block_b)
     out: dict[str, float] = {}

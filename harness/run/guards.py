@@ -22,9 +22,9 @@ import torch
 import torch.distributed as dist
 
 from harness.config import params as P
-from harness.run.distributed import is_distributed
-from harness.errors import RunError
 from harness.config.spec import TaskSpec
+from harness.errors import RunError
+from harness.run.distributed import is_distributed
 
 MAX_CONSECUTIVE_SKIPS = 10
 F = TypeVar("F", bound=Callable[..., Any])

@@ -65,9 +65,10 @@ def data_needs(spec: TaskSpec) -> list[Need]:
     return [Need(what, int(size), setting) for what, size, setting in estimate(spec.dataset.params)]
 
 
-def run_needs(spec: TaskSpec, name: str, data: PairedData, device: torch.device = torch.device("cpu")) -> list[Need]:
+def run_needs(spec: TaskSpec, name: str, data: PairedData, device: torch.device | None = None) -> list[Need]:
     """The model (built on the meta device: parameters and buffers exactly), its training state, the test
     retrieval's embeddings and score matrix, a scorer's scratch memory, and on CUDA the data themselves."""
+    device = torch.device("cpu") if device is None else device
     with torch.device("meta"):
         method = build_method(spec, name, data, torch.device("meta"))
     needs = []

@@ -13,14 +13,13 @@ from typing import Any, Iterable
 
 import torch
 
+from harness.config.registry import METHODS, SOURCES
+from harness.config.spec import DIRECTIONS, MetricSpec, TaskSpec
 from harness.data.paired import SPLITS, PairedData, Split
 from harness.errors import ConfigError, DataError, NotApplicable
 from harness.ops import native, ot
-from harness.run import search
-from harness.run import guards
+from harness.run import guards, search
 from harness.run.build import build_method, settled_params
-from harness.config.registry import METHODS, SOURCES
-from harness.config.spec import DIRECTIONS, MetricSpec, TaskSpec
 
 
 def _nearest_existing(path: Path) -> Path:

@@ -23,7 +23,6 @@ from harness.run import contention
 from harness.store.provenance import MiB, nvml_reader
 
 
-
 def synchronize(device: torch.device) -> None:
     """Wait for queued GPU work so that a clock read afterwards is honest."""
     if device.type == "cuda":

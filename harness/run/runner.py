@@ -14,30 +14,26 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from harness.run import checkpoint as ckpt
-from harness.run import collapse
-from harness.run import distributed as dd
-from harness.run import evaluate as ev
-from harness.run import floor as floors
-from harness.run import guards
 from harness.config import params as P
 from harness.config import plan
-from harness.run import preflight
-from harness.run import search
-from harness.ops import precision as prec
-from harness.run import train as tr
+from harness.config.plan import Run
+from harness.config.registry import plugin_folders
+from harness.config.spec import MetricSpec, TaskSpec, TestSpec
 from harness.data.paired import PairedData, Split
 from harness.errors import ConfigError
 from harness.method import Method
+from harness.ops import precision as prec
+from harness.run import checkpoint as ckpt
+from harness.run import collapse, guards, preflight, search
+from harness.run import distributed as dd
+from harness.run import evaluate as ev
+from harness.run import floor as floors
+from harness.run import train as tr
+from harness.run.build import build_method, classes_of, load_source, resolve_device, resolved_settings  # noqa: F401 (the runner's API)
 from harness.run.profiling import Profiler
-from harness.config.registry import plugin_folders
-from harness.run.build import (build_method, classes_of, load_source, resolve_device,  # noqa: F401 (the runner's API)
-                               resolved_settings)
 from harness.store.io import atomic_write, save_checkpoint
 from harness.store.provenance import code_record, environment
 from harness.store.schema import Result, result_path, write_result
-from harness.config.plan import Run
-from harness.config.spec import MetricSpec, TaskSpec, TestSpec
 
 
 def load_data(spec: TaskSpec) -> PairedData:
@@ -248,11 +244,12 @@ def save_ranks(ranks: dict[str, torch.Tensor], path: Path) -> None:
 
 def full_test(method: Method, data: PairedData, metrics_spec: MetricSpec, batch_size: int, prof: Profiler,
               device: torch.device, ranks: dict[str, torch.Tensor] | None = None,
-              precision: str = "fp32", test: TestSpec = TestSpec()) -> dict[str, float]:
+              precision: str = "fp32", test: TestSpec | None = None) -> dict[str, float]:
     """Whole-test retrieval for every protocol of the task (the whole split, and averages over
     consecutive folds such as MS-COCO 1K); each protocol encodes, scores and ranks on its own clock.
     A protocol whose scoring the method's time budget stopped has no metrics (see :func:`run_protocol`).
     With ``test.search``, an approximate search of the whole split follows (:mod:`harness.run.search`)."""
+    test = TestSpec() if test is None else test
     metrics: dict[str, float] = {}
     settings = test.search_settings()
     kept: dict[str, Any] | None = {} if settings is not None else None
@@ -270,7 +267,7 @@ def full_test(method: Method, data: PairedData, metrics_spec: MetricSpec, batch_
 
 def run_protocol(method: Method, split: Split, metrics_spec: MetricSpec, n_folds: int, batch_size: int, prof: Profiler,
                  device: torch.device, ranks: dict[str, torch.Tensor] | None = None,
-                 precision: str = "fp32", test: TestSpec = TestSpec(),
+                 precision: str = "fp32", test: TestSpec | None = None,
                  kept: dict[str, Any] | None = None) -> dict[str, float]:
     """Encode every item, score within each of ``n_folds`` folds, rank; timed as test_total/encode/score/rank
     with the protocol's tag ('' or '@<n>folds'), peak memory in phase 'test<tag>'. Encoding and scoring
@@ -282,6 +279,7 @@ def run_protocol(method: Method, split: Split, metrics_spec: MetricSpec, n_folds
     On the streaming path (:func:`harness.run.evaluate.streams`) scoring and ranking interleave block by block:
     ``test_score`` is then the time spent inside the scorer over all blocks and ``test_rank`` the rest of
     that loop, and ``profile.test_path`` says so for the protocol."""
+    test = TestSpec() if test is None else test
     tag = ev.protocol_tag(n_folds)
     metrics: dict[str, float] = {}
     blocks = (test.block_a, test.block_b)

@@ -26,7 +26,6 @@ from harness.data.paired import Split
 from harness.errors import ConfigError
 from harness.method import Method
 from harness.ops import streaming
-from harness.run import evaluate as ev
 from harness.run.profiling import Profiler
 
 MiB = 2**20

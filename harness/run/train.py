@@ -12,9 +12,9 @@ from typing import Any, Callable
 
 import torch
 
+from harness.config.spec import TrainSpec
 from harness.data.paired import Split, to_device
 from harness.method import Method
-from harness.config.spec import TrainSpec
 
 StepFn = Callable[[torch.Tensor], dict[str, torch.Tensor]]
 

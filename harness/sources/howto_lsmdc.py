@@ -16,8 +16,21 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.api import (HOWTO100M_PUBLISHED, SOURCES, DataError, PairedData, WordsFields, assemble, check_files,
-                         expand_root, holdout, howto_parts, read_feature_dict, read_lines, require)
+from harness.api import (
+    HOWTO100M_PUBLISHED,
+    SOURCES,
+    DataError,
+    PairedData,
+    WordsFields,
+    assemble,
+    check_files,
+    expand_root,
+    holdout,
+    howto_parts,
+    read_feature_dict,
+    read_lines,
+    require,
+)
 
 ID_FIELD, SENTENCE_FIELD = 0, 5
 

@@ -21,8 +21,20 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.api import (HOWTO100M_PUBLISHED, SOURCES, DataError, PairedData, WordsFields, assemble, check_files,
-                         expand_root, holdout, howto_parts, read_feature_dict, require)
+from harness.api import (
+    HOWTO100M_PUBLISHED,
+    SOURCES,
+    DataError,
+    PairedData,
+    WordsFields,
+    assemble,
+    check_files,
+    expand_root,
+    holdout,
+    howto_parts,
+    read_feature_dict,
+    require,
+)
 
 
 @dataclass(frozen=True)

@@ -16,8 +16,22 @@ from typing import Any
 
 import torch
 
-from harness.api import (HOWTO100M_PUBLISHED, SOURCES, DataError, PairedData, WordsFields, assemble, check_files,
-                         expand_root, holdout, howto_video, read_pickle, require, split_words, stack_videos)
+from harness.api import (
+    HOWTO100M_PUBLISHED,
+    SOURCES,
+    DataError,
+    PairedData,
+    WordsFields,
+    assemble,
+    check_files,
+    expand_root,
+    holdout,
+    howto_video,
+    read_pickle,
+    require,
+    split_words,
+    stack_videos,
+)
 
 FIELDS = ("2d", "3d", "caption", "id")
 

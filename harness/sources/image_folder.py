@@ -33,9 +33,23 @@ import numpy as np
 import torch
 from torchvision.datasets.folder import IMG_EXTENSIONS, find_classes, make_dataset
 
-from harness.api import (IMAGENET_MEAN, IMAGENET_STD, SOURCES, DataError, ImageChoices, ImageFiles, PairedData,
-                         SemanticTriplets, Split, check_readable, class_vectors, expand_root, image_transform, require,
-                         unknown)
+from harness.api import (
+    IMAGENET_MEAN,
+    IMAGENET_STD,
+    SOURCES,
+    DataError,
+    ImageChoices,
+    ImageFiles,
+    PairedData,
+    SemanticTriplets,
+    Split,
+    check_readable,
+    class_vectors,
+    expand_root,
+    image_transform,
+    require,
+    unknown,
+)
 
 Files = list[tuple[str, int]]  # (path, class id)
 

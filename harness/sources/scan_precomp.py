@@ -16,8 +16,23 @@ from pathlib import Path
 
 import torch
 
-from harness.api import (SOURCES, SPLITS, ArrayRows, DataError, PairedData, Split, TokenCaptions, cached_vocab,
-                         encode_captions, expand_root, npy, read_lines, require, require_files, tokenize)
+from harness.api import (
+    SOURCES,
+    SPLITS,
+    ArrayRows,
+    DataError,
+    PairedData,
+    Split,
+    TokenCaptions,
+    cached_vocab,
+    encode_captions,
+    expand_root,
+    npy,
+    read_lines,
+    require,
+    require_files,
+    tokenize,
+)
 
 PUBLISHED_AT = ("SCAN's precomputed features (data.zip: coco_precomp/, f30k_precomp/) are published by the SCAN "
                 "authors (Lee et al., ECCV 2018) with their code, github.com/kuanghuei/SCAN, section 'Download data'.")

@@ -18,9 +18,24 @@ from pathlib import Path
 
 import numpy as np
 
-from harness.api import (POOLS, SOURCES, SPLITS, DataError, PairedData, WordsFields, assemble, caption_owner,
-                         check_files, expand_root, pool_frames, read_lines, require, split_words, stack_videos,
-                         unit_rows)
+from harness.api import (
+    POOLS,
+    SOURCES,
+    SPLITS,
+    DataError,
+    PairedData,
+    WordsFields,
+    assemble,
+    caption_owner,
+    check_files,
+    expand_root,
+    pool_frames,
+    read_lines,
+    require,
+    split_words,
+    stack_videos,
+    unit_rows,
+)
 
 LAYOUT = ("Layout: <root>/features/<video_id>.npy (T x d float array per video) and <root>/caption.txt with one "
           "'video_id|caption' line per caption (see harness/sources/video_npy.py).")

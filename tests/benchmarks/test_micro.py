@@ -12,7 +12,7 @@ from benchmarks import common
 from benchmarks.kernels import ETA, swamp_logits
 from harness.ops.metrics import pair_relevance, rank_metrics
 from harness.ops.ot import sinkhorn
-from harness.run.profiling import MiB, CpuPeakRSS
+from harness.run.profiling import CpuPeakRSS, MiB
 
 
 @pytest.mark.parametrize("n, k", [(1408, 1000), (2048, 500)])
