@@ -38,6 +38,7 @@ def test_import_contracts_hold():
     ("harness/run/train.py", "from harness.analysis import restore", "Layers"),  # running importing analysis
     ("baselines/mmr.py", "from harness.run import guards", "Plugins import only"),  # a plugin past the API
 ])
+@pytest.mark.slow  # seconds each: import-linter on a copy of the package
 def test_lint_imports_fails_on_an_injected_back_import(tmp_path, module, line, contract):
     for name in ("harness", "baselines", "pyproject.toml"):
         src = ROOT / name
@@ -146,6 +147,7 @@ print("fallback ok", harness.__file__, type(method).__name__, tuple(q.shape))
 """
 
 
+@pytest.mark.slow  # seconds: a worktree of an older revision imports the benchmarks
 def test_the_benchmarks_run_against_a_revision_without_the_public_api(tmp_path):
     """What the regression gate meets on a commit from before harness.api: the suite's names resolve
     from that revision's own modules (and not from this checkout through an editable install)."""

@@ -137,6 +137,7 @@ def test_parse_seeds():
         parse_seeds("1,1")
 
 
+@pytest.mark.slow  # seconds: a fresh Python process
 def test_module_entry_point_exit_code(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "harness", "run", str(tmp_path / "nope.yaml")],
                           capture_output=True, text=True, cwd=ROOT)

@@ -34,13 +34,21 @@ def table_command(path: Path) -> tuple[str, str | None, str | None, str]:
 
 
 COMMANDS = sorted(set(map(table_command, generated_tables())))
+# a folder of dozens of runs with per-query ranks costs seconds of bootstrap resamples: the slow set re-renders it
+BOOTSTRAPPED = 30
+
+
+def _case(command: tuple[str, str | None, str | None, str]):
+    heavy = command[1] is not None and len(list((ROOT / command[0]).rglob("seed*.ranks.npz"))) >= BOOTSTRAPPED
+    return pytest.param(*command, marks=pytest.mark.slow, id=command[0]) if heavy else \
+        pytest.param(*command, id=command[0])
 
 
 def test_tables_are_committed():
     assert len(COMMANDS) >= 20, COMMANDS
 
 
-@pytest.mark.parametrize("folder,reference,test_stat,split", COMMANDS, ids=[c[0] for c in COMMANDS])
+@pytest.mark.parametrize("folder,reference,test_stat,split", [_case(c) for c in COMMANDS])
 def test_committed_tables_rerender_identically(folder, reference, test_stat, split, monkeypatch):
     monkeypatch.chdir(ROOT)  # the commands name folders relative to the repository root
     results = load_results(Path(folder))

@@ -85,6 +85,7 @@ def _run(task: Path, out: Path) -> dict:
     return json.loads((out / "tiny" / "contrastive" / "seed0.json").read_text())
 
 
+@pytest.mark.slow  # seconds: a whole run (or the gate) timed beside busy processes
 def test_a_run_beside_busy_processes_is_marked_contended(tmp_path):
     with spinning(len(contention.cores())):
         result = _run(_tiny(tmp_path), tmp_path / "out")
@@ -95,6 +96,7 @@ def test_a_run_beside_busy_processes_is_marked_contended(tmp_path):
     assert "contrastive [contended 1/1]" in rendered and "[contended j/n]: in j of the n seeds" in rendered
 
 
+@pytest.mark.slow  # seconds: a whole run (or the gate) timed beside busy processes
 def test_a_quiet_run_is_not_marked(tmp_path):
     if contention.probe(1.0, threads=len(contention.cores()))["contended"]:
         pytest.skip("the machine is busy with other work now, so a quiet run cannot be made")
@@ -105,6 +107,7 @@ def test_a_quiet_run_is_not_marked(tmp_path):
     assert "[contended" not in tables.render(load_results(tmp_path / "out" / "tiny"), "md")["timing"]
 
 
+@pytest.mark.slow  # seconds: a whole run (or the gate) timed beside busy processes
 def test_the_regression_gate_gives_no_verdict_on_a_busy_machine(capsys):
     pytest.importorskip("asv", reason="the regression gate needs asv (test extra)")
     if not (ROOT / ".git").exists():
@@ -116,6 +119,7 @@ def test_the_regression_gate_gives_no_verdict_on_a_busy_machine(capsys):
     assert "bench gate: no verdict: other work kept" in out and "Re-run the gate on a quiet machine" in out
 
 
+@pytest.mark.slow  # seconds: a whole run (or the gate) timed beside busy processes
 def test_a_busy_machine_at_the_start_trains_with_the_cores_left_free(tmp_path, capsys):
     import torch
 

@@ -143,6 +143,7 @@ def _paper_regime_logits(n: int, k: int) -> torch.Tensor:
     return torch.log_softmax(emb @ protos.T / 0.01, dim=1)
 
 
+@pytest.mark.slow  # seconds: spawns gloo process groups
 def test_distributed_sinkhorn_equals_sinkhorn_of_all_rows(tmp_path):
     g = torch.Generator().manual_seed(0)
     moderate = torch.log_softmax(torch.randn(14, 6, generator=g) * 2, dim=1)
@@ -161,6 +162,7 @@ def _gather_scenario(info: hd.DistInfo, cases: list[list[torch.Tensor]]) -> list
     return [hd.gather_rows(parts[info.rank]) for parts in cases]
 
 
+@pytest.mark.slow  # seconds: spawns gloo process groups
 def test_gather_rows_with_unequal_row_counts(tmp_path):
     def rows(n: int, offset: int, *shape: int) -> torch.Tensor:  # (n, *shape), distinct values
         return torch.arange(n * math.prod(shape), dtype=torch.float32).view(n, *shape) + offset
@@ -229,6 +231,7 @@ def targets_per_rank(tmp_path_factory) -> list[dict[str, Any]]:
     return run_on_ranks(_targets_scenario, tmp_path_factory.mktemp("targets"), kinds=KINDS, batches=TARGET_BATCHES)
 
 
+@pytest.mark.slow  # seconds: spawns gloo process groups
 @pytest.mark.parametrize("kind", KINDS)
 def test_swamp_targets_and_queue_match_one_process_on_the_global_batch(kind, targets_per_rank):
     per_rank = [results[kind] for results in targets_per_rank]
@@ -300,6 +303,7 @@ def _reference_loss(method: torch.nn.Module, x_a: torch.Tensor, x_b: torch.Tenso
     return p.lam * l_s + p.contrastive_weight * l_c, {}
 
 
+@pytest.mark.slow  # seconds: spawns gloo process groups
 @pytest.mark.parametrize("case", DDP_CASES)
 def test_ddp_steps_match_one_process_on_the_global_batch(case, ddp_per_rank):
     kind, overrides = DDP_CASES[case]

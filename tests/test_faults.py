@@ -147,6 +147,7 @@ def test_a_failed_result_write_keeps_the_previous_result(tiny_task, tmp_path, ca
     assert result.read_bytes() == before and temporaries(result.parent) == []
 
 
+@pytest.mark.slow  # seconds: mounts a tiny file system
 @pytest.mark.skipif(not mount_available(), reason="this machine cannot mount a tmpfs in a user namespace (unshare)")
 def test_a_full_disk_stops_the_run_with_one_line_and_no_partial_file(tiny_task, tmp_path):
     """A real full file system: a 128 KiB tmpfs cannot hold the first checkpoint (about 280 KB)."""

@@ -64,6 +64,7 @@ def compiled():
     return ot.fused_sinkhorn
 
 
+@pytest.mark.slow  # torch.compile: seconds warm, tens of seconds with a cold inductor cache
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_fused_equals_eager_sinkhorn_over_the_grid(compiled, dtype):
     for where, _, logp in _grid(dtype):
@@ -72,6 +73,7 @@ def test_fused_equals_eager_sinkhorn_over_the_grid(compiled, dtype):
                     logp, where)
 
 
+@pytest.mark.slow  # torch.compile: seconds warm, tens of seconds with a cold inductor cache
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_fused_log_softmax_and_sinkhorn_equal_the_eager_pair_over_the_grid(compiled, dtype):
     for where, logits, _ in _grid(dtype):
@@ -80,6 +82,7 @@ def test_fused_log_softmax_and_sinkhorn_equal_the_eager_pair_over_the_grid(compi
                     lambda x, eta=eta: ot.sinkhorn(ot.log_softmax_nograd(x), eta, 3), logits, where)
 
 
+@pytest.mark.slow  # torch.compile: seconds warm, tens of seconds with a cold inductor cache
 def test_one_compilation_serves_every_row_count_and_eta(compiled):
     """The queue fills over a run's first steps and an epoch may end on a smaller batch: new row counts
     and etas reuse the compiled kernel (no new first-call entry, no recompilation)."""
@@ -124,6 +127,7 @@ class _Counting:
         return getattr(self.inner, name)
 
 
+@pytest.mark.slow  # torch.compile: seconds warm, tens of seconds with a cold inductor cache
 def test_swamp_targets_through_the_compiled_path_equal_the_eager_path(compiled, monkeypatch):
     """Where the native kernel is unavailable (as on a GPU), SwAMP's targets go through the compiled kernel."""
     monkeypatch.setattr(ot.native, "unavailable", lambda: "turned off by this test")

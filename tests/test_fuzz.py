@@ -189,6 +189,7 @@ def flags(draw: Any) -> list[str]:
     return argv
 
 
+@pytest.mark.slow  # seconds: some generated flag sets train a run
 def test_generated_flags_end_in_one_line_or_a_run(data_root, tmp_path_factory):
     task = tmp_path_factory.mktemp("flags") / "task.yaml"
     task.write_text(yaml.safe_dump(small_task("synthetic", data_root / "flags"), sort_keys=False))

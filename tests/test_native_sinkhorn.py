@@ -17,6 +17,7 @@ import sys
 import pytest
 import torch
 
+from harness.errors import ConfigError
 from harness.ops import native, ot
 from tests.conftest import ROOT
 from tests.test_fused_sinkhorn import swamp_targets_fast_and_eager
@@ -84,6 +85,7 @@ def _python(script: str, **env: str) -> subprocess.CompletedProcess:
                           timeout=300)
 
 
+@pytest.mark.slow  # seconds: a fresh Python process builds the kernel into a cache of its own
 def test_the_avx2_build_equals_eager_over_the_grid_too():
     """The 8-lane build (what a CPU without AVX-512 runs), forced by SWAMP_BENCH_SINKHORN_NATIVE=avx2."""
     out = _python(GRID_SCRIPT, SWAMP_BENCH_SINKHORN_NATIVE="avx2")
@@ -183,6 +185,7 @@ def _build_report(**env: str) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow  # seconds: a fresh Python process builds the kernel into a cache of its own
 def test_the_build_is_cached_and_reused(tmp_path):
     first = _build_report(SWAMP_BENCH_CACHE=str(tmp_path))
     assert first["reason"] is None and first["kernel"].startswith("native (")
@@ -192,6 +195,7 @@ def test_the_build_is_cached_and_reused(tmp_path):
     assert second["kernel"] == first["kernel"]
 
 
+@pytest.mark.slow  # seconds: a fresh Python process builds the kernel into a cache of its own
 def test_an_unwritable_cache_folder_falls_back_to_the_temporary_folder(tmp_path):
     blocker = tmp_path / "a-file"
     blocker.write_text("not a folder")
@@ -199,6 +203,7 @@ def test_an_unwritable_cache_folder_falls_back_to_the_temporary_folder(tmp_path)
     assert report["reason"] is None and report["kernel"].startswith("native (")
 
 
+@pytest.mark.slow  # seconds: a fresh Python process builds the kernel into a cache of its own
 def test_without_a_compiler_or_when_turned_off_the_kernel_says_why(tmp_path):
     missing = _build_report(SWAMP_BENCH_CACHE=str(tmp_path), CC="/nonexistent/cc")
     assert "/nonexistent/cc" in missing["reason"] and missing["files"] == []
@@ -214,13 +219,13 @@ def test_without_a_compiler_or_when_turned_off_the_kernel_says_why(tmp_path):
     assert out.stdout.splitlines() == ["True", "native Sinkhorn unavailable: SWAMP_BENCH_SINKHORN_NATIVE=off"]
 
 
-def test_a_bad_setting_is_one_clear_error():
-    script = "from harness.ops import native\nnative.unavailable()\n"
-    out = _python(script, SWAMP_BENCH_SINKHORN_NATIVE="fast")
-    assert out.returncode != 0
-    assert "ConfigError: SWAMP_BENCH_SINKHORN_NATIVE='fast': use auto" in out.stderr
+def test_a_bad_setting_is_one_clear_error(monkeypatch):
+    monkeypatch.setenv(native.ENV, "fast")
+    with pytest.raises(ConfigError, match="SWAMP_BENCH_SINKHORN_NATIVE='fast': use auto"):
+        native.setting()
 
 
+@pytest.mark.slow  # seconds: a fresh Python process builds the kernel into a cache of its own
 @pytest.mark.parametrize("variable", ["SWAMP_BENCH_SINKHORN_NATIVE", "SWAMP_BENCH_SINKHORN_COMPILE"])
 def test_a_bad_kernel_setting_stops_a_run_before_anything_is_written(tmp_path, variable):
     env = {**os.environ, "PYTHONPATH": str(ROOT), variable: "fast"}
@@ -247,6 +252,7 @@ print(json.dumps(out))
 """
 
 
+@pytest.mark.slow  # seconds: a fresh Python process builds the kernel into a cache of its own
 def test_the_kernel_build_is_reported_by_the_run_that_paid_for_it(tmp_path):
     """A fresh process: the first SwAMP reports the native kernel's build as a one-off cost; a second one in
     the same process (a sequential grid, a launcher's worker) paid nothing and reports nothing."""

@@ -364,6 +364,7 @@ def _chromium() -> str | None:
     return os.environ.get("SWAMP_BENCH_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
 
 
+@pytest.mark.slow  # seconds: headless Chromium
 def test_the_site_in_a_real_browser(built):
     """Headless Chromium opens the index and a task page at a laptop's width (1,366 px) and a phone's (390 px): no
     console errors, no sideways scrolling of the page, rows in every table, the method column sticky, every image
