@@ -87,7 +87,8 @@ def sharded_similarity(images: torch.Tensor, captions: torch.Tensor, lengths: to
                        shard: int | None = None) -> tuple[torch.Tensor, float]:
     """SCAN's test scoring (steps 1–4 of the module docstring) of every image against every caption.
 
-    The device is that of ``images``; ``shard`` defaults to :data:`SHARD`. Returns the float64 CPU matrix (n_images, n_captions) and the
+    The device is that of ``images``; ``shard`` defaults to :data:`SHARD`.
+    Returns the float64 CPU matrix (n_images, n_captions) and the
     fraction of its entries computed: when ``time.perf_counter()`` has passed ``deadline`` after a pair of
     shards, scoring stops and the entries not computed are NaN (the first pair always runs, so that
     there is something to extrapolate from).
@@ -102,7 +103,8 @@ def sharded_similarity(images: torch.Tensor, captions: torch.Tensor, lengths: to
             for j in range(0, len(host_captions), shard):
                 if deadline is not None and done and time.perf_counter() >= deadline:  # one pair at least
                     return scores, done / scores.numel()
-                block = per_caption_similarity(host_images[i:i + shard].to(device), host_captions[j:j + shard].to(device),
+                block = per_caption_similarity(host_images[i:i + shard].to(device),
+                                               host_captions[j:j + shard].to(device),
                                                host_lengths[j:j + shard], **kw)
                 scores[i:i + shard, j:j + shard] = block.cpu()
                 done += block.numel()

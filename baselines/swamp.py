@@ -180,7 +180,8 @@ class SwappedAssignments(Method):
                               f"group nothing; set K below {n_pairs}, e.g. K: auto ({suggested} here: the paper's "
                               f"synthetic task has {PAIRS_PER_PROTOTYPE} training pairs per prototype)")
         if n_pairs < MIN_PAIRS_PER_PROTOTYPE * params.K:
-            lines.append(f"K = {params.K} prototypes leave {n_pairs / params.K:.1f} training pairs per prototype (fewer "
+            lines.append(f"K = {params.K} prototypes leave {n_pairs / params.K:.1f} "
+                         "training pairs per prototype (fewer "
                          f"than {MIN_PAIRS_PER_PROTOTYPE}), so most prototypes hold one item and the swapped targets "
                          f"group little; set K: auto ({suggested} here, {PAIRS_PER_PROTOTYPE} pairs per prototype as "
                          "in the paper's synthetic task)")

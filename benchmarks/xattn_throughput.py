@@ -93,7 +93,8 @@ def main(argv: list[str] | None = None) -> dict:
                                 itemsize=4, memory_budget=args.budget_mib * 2**20)
     block_cols = int(lengths.sort(descending=True).values[bounds[len(bounds) // 2][0]]) * \
         (bounds[len(bounds) // 2][1] - bounds[len(bounds) // 2][0])
-    report = {"threads": torch.get_num_threads(), "shape": {"images": args.images, "captions": args.captions, "regions": args.regions, "dim": args.dim,
+    report = {"threads": torch.get_num_threads(),
+              "shape": {"images": args.images, "captions": args.captions, "regions": args.regions, "dim": args.dim,
                         "mean_tokens": total_tokens / args.captions, "max_tokens": int(lengths.max())},
               "budget_mib": args.budget_mib, "image_chunk": chunk, "caption_chunks": len(bounds),
               "useful_flops_full": useful,
@@ -152,7 +153,8 @@ def measure_original(images, captions, lengths, n_pairs: int, kw: dict) -> dict:
     total_pairs = -(-len(images) // shard) * -(-len(captions) // shard)
     per_pair = [(p - c) / n_pairs for p, c in zip(pairs, small)]  # (wall, cpu) of one pair of shards
     return {"original_pairs_measured": n_pairs, "original_seconds_per_pair": per_pair[0],
-            "original_convert_seconds": convert[0], "original_seconds_full_shape": convert[0] + per_pair[0] * total_pairs,
+            "original_convert_seconds": convert[0],
+            "original_seconds_full_shape": convert[0] + per_pair[0] * total_pairs,
             "original_cpu_seconds_full_shape": convert[1] + per_pair[1] * total_pairs}
 
 

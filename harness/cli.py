@@ -1,4 +1,5 @@
-"""Command line: ``python -m harness {run,list,table,plot,clusters,ensemble,compare,status,bench} ...``. Bad input exits with status 2."""
+"""Command line: ``python -m harness {run,list,table,plot,clusters,ensemble,compare,status,bench} ...``.
+Bad input exits with status 2."""
 from __future__ import annotations
 
 import argparse
@@ -35,7 +36,8 @@ EXAMPLES = {
     "table": "python -m harness table results/synthetic",
     "plot": "python -m harness plot results/synthetic_ablations --x swamp.K --reference contrastive --out runs/plots/K",
     "clusters": "python -m harness clusters results/synthetic/swamp/seed0.json --out runs/clusters",
-    "ensemble": "python -m harness ensemble results/synthetic/contrastive/seed0.json results/synthetic/swamp/seed0.json "
+    "ensemble": "python -m harness ensemble results/synthetic/contrastive/seed0.json "
+                "results/synthetic/swamp/seed0.json "
                 "--out runs",
     "compare": "python -m harness compare results/synthetic runs/synthetic",
     "report": "python -m harness report results --out runs/site --no-figures",
@@ -57,10 +59,12 @@ def build_parser() -> argparse.ArgumentParser:
                          help="also load method, source and encoder files from PATH, a folder or a .py file "
                               "(repeatable; also the SWAMP_BENCH_INCLUDE environment variable, ':'-separated)")
     grid = argparse.ArgumentParser(add_help=False)  # the flags run and rerun share
-    grid.add_argument("--out", default="runs", help="results folder (default: runs/; the committed sets live in results/)")
+    grid.add_argument("--out", default="runs",
+                      help="results folder (default: runs/; the committed sets live in results/)")
     grid.add_argument("--device", default="auto", help="auto (default), cpu, cuda or cuda:N")
     grid.add_argument("--data-root", default=None,
-                      help="dataset folder (sets dataset.root; rerun's default: the recorded root, variables re-expanded)")
+                      help="dataset folder (sets dataset.root; rerun's default: the recorded root, "
+                           "variables re-expanded)")
     grid.add_argument("--reference", default=None, metavar="RUN",
                       help="mark significant differences from this run in the tables, e.g. contrastive")
     grid.add_argument("--force", action="store_true",
@@ -127,15 +131,19 @@ def build_parser() -> argparse.ArgumentParser:
     plot.add_argument("--ignore", action="append", default=[], metavar="NAME.KEY",
                       help="a setting the sweep's runs share but the task file does not, e.g. train.epochs "
                            "(repeatable)")
-    clusters = sub.add_parser("clusters", help="report on the prototypes a trained SwAMP model learned", parents=[plugins])
+    clusters = sub.add_parser("clusters", help="report on the prototypes a trained SwAMP model learned",
+                              parents=[plugins])
     clusters.add_argument("target", help="result file (seed<k>.json) or its checkpoint (seed<k>.pt)")
-    clusters.add_argument("--out", default=None, help="report folder (default: beside the result, <run>/clusters-seed<k>)")
+    clusters.add_argument("--out", default=None,
+                          help="report folder (default: beside the result, <run>/clusters-seed<k>)")
     clusters.add_argument("--split", default="test", help="split whose items are assigned (default: test)")
     clusters.add_argument("--top-words", type=int, default=5, help="frequent words listed per text cluster")
     clusters.add_argument("--members", type=int, default=5, help="member ids listed per cluster and modality")
     clusters.add_argument("--device", default="auto", help="auto (default), cpu, cuda or cuda:N")
-    ens = sub.add_parser("ensemble", help="evaluate the average of two finished runs' score matrices", parents=[plugins])
-    ens.add_argument("results", nargs=2, metavar="RESULT", help="result files (seed<k>.json) or checkpoints of the runs")
+    ens = sub.add_parser("ensemble", help="evaluate the average of two finished runs' score matrices",
+                         parents=[plugins])
+    ens.add_argument("results", nargs=2, metavar="RESULT",
+                     help="result files (seed<k>.json) or checkpoints of the runs")
     ens.add_argument("--out", default=None, help="results folder (default: the one holding the first run's task)")
     ens.add_argument("--device", default="auto", help="auto (default), cpu, cuda or cuda:N")
     ens.add_argument("--data-root", default=None, help="dataset folder (sets dataset.root)")
@@ -401,9 +409,9 @@ def main(argv: list[str] | None = None) -> int:
             raise _unrecognized(args.subcommands[args.command], extra)
         registry.set_include(getattr(args, "include", []))
         provenance.set_command(sys.argv[1:] if argv is None else argv)
-        handler = {"run": cmd_run, "rerun": cmd_rerun, "list": cmd_list, "table": cmd_table, "plot": cmd_plot, "clusters": cmd_clusters,
-                   "ensemble": cmd_ensemble, "compare": cmd_compare, "report": cmd_report, "status": cmd_status, "claims": cmd_claims,
-                   "bench": cmd_bench}[args.command]
+        handler = {"run": cmd_run, "rerun": cmd_rerun, "list": cmd_list, "table": cmd_table, "plot": cmd_plot,
+                   "clusters": cmd_clusters, "ensemble": cmd_ensemble, "compare": cmd_compare, "report": cmd_report,
+                   "status": cmd_status, "claims": cmd_claims, "bench": cmd_bench}[args.command]
         code = handler(args)
         _plugin_warnings()
         return code

@@ -203,7 +203,8 @@ def _stale_result(d: Path) -> Path:
 def _ensemble_result(d: Path) -> Path:
     """A result file of `harness ensemble` over two runs of the tiny task."""
     record = _record(d)
-    record["config"]["method"] = {"name": "contrastive+swamp", "method": "ensemble", "sources": ["contrastive", "swamp"]}
+    record["config"]["method"] = {"name": "contrastive+swamp", "method": "ensemble",
+                                  "sources": ["contrastive", "swamp"]}
     record["sources"] = [{"run_name": "contrastive"}, {"run_name": "swamp"}]
     return _text_file(d / "seed0.json", json.dumps(record))
 
@@ -340,7 +341,8 @@ CASES: list[Case] = [
          "set nesterov: false"),
     Case("task file", "range-ks", "recall at k = 0", on({"metrics": {"ks": [0, 1]}}), "ks must be positive integers",
          "positive"),
-    Case("task file", "range-folds", "a fold count that does not divide the validation split", on({"metrics": {"folds": [1, 3]}}),
+    Case("task file", "range-folds", "a fold count that does not divide the validation split",
+         on({"metrics": {"folds": [1, 3]}}),
          "metrics.folds [3] do not divide the 80 a-items", "use divisors of 80"),
     Case("task file", "reference-value", "a published number that is not a number",
          on({"reference": {"methods": {"contrastive": {"a2b/R@1": "high"}}}}), "a2b/R@1 must be a number",
@@ -417,7 +419,8 @@ CASES: list[Case] = [
          "--sweep 'swamp.K=8,,16'", "distinct non-empty"),
     Case("command line", "sweep-list", "--sweep over lists", args("--sweep", "encoders.a.hidden=[8],[16]"),
          "sweep values must be scalars", "use --set for lists"),
-    Case("command line", "sweep-twice", "the same key swept twice", args("--sweep", "swamp.K=8", "--sweep", "swamp.K=16"),
+    Case("command line", "sweep-twice", "the same key swept twice",
+         args("--sweep", "swamp.K=8", "--sweep", "swamp.K=16"),
          "each key may be swept once", "swamp.K, swamp.K"),
     Case("command line", "seeds-text", "seeds that are not numbers", args("--seeds", "a,b"), "--seeds 'a,b'",
          "comma-separated integers such as 0,1,2 or 0-4"),

@@ -48,7 +48,8 @@ def snapshot(folder: Path | None) -> dict[str, tuple[int, int]]:
         return {}
     if folder.is_file():
         return {".": (folder.stat().st_size, folder.stat().st_mtime_ns)}
-    return {str(p.relative_to(folder)): (p.stat().st_size, p.stat().st_mtime_ns) for p in folder.rglob("*")} | {".": (0, 0)}
+    return {str(p.relative_to(folder)): (p.stat().st_size, p.stat().st_mtime_ns)
+            for p in folder.rglob("*")} | {".": (0, 0)}
 
 
 def mount_available() -> bool:

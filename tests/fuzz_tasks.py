@@ -34,7 +34,8 @@ VIDEO_TEXT = _sections(TINY_VIDEO_TEXT, "dataset", "encoders", "train", "methods
 SKETCH = _sections(TINY_SKETCH, "dataset", "encoders", "train", "methods")
 SMALL_VIDEO_MODELS = {"encoders": {"a": {"dim": 8}, "b": {"dim": 8, "word_dim": 8}},
                       "train": {"batch_size": 8, "eval_batch_size": 16},
-                      "methods": {"contrastive": {"method": "mmr"}, "swamp": {"method": "swamp_mmr", "K": 4, "queue": 16}}}
+                      "methods": {"contrastive": {"method": "mmr"},
+                                  "swamp": {"method": "swamp_mmr", "K": 4, "queue": 16}}}
 
 
 def _precomp(layout: str) -> Callable[[Path], dict[str, Any]]:

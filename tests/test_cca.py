@@ -128,7 +128,8 @@ def test_auto_ridge_stops_an_exact_fit_of_pure_noise():
     small, auto = _fitted(x, y, 1e-3), _fitted(x, y, "auto")
     assert float(small.correlations[0]) >= 0.999
     [line] = small.fitted_warnings()
-    assert "training canonical correlations 1.000, 1.000, 1.000" in line and "60 training pairs of 80-d a and 80-d b" in line
+    assert ("training canonical correlations 1.000, 1.000, 1.000" in line
+            and "60 training pairs of 80-d a and 80-d b" in line)
     assert "reproduce the training pairs exactly" in line and "set reg: auto" in line
     assert float(auto.correlations[0]) < 0.5 and auto.fitted_warnings() == []
     assert auto.ridges.shape == (2,) and bool((auto.ridges > 1).all())  # strong shrinkage: the covariance is noise

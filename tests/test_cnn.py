@@ -53,7 +53,8 @@ def test_bad_settings_fail_where_they_enter():
         build(arch="small", weights="x.pth")
 
 
-@pytest.mark.parametrize("arch, widths, smallest", [("small", [4, 8, 16, 32], 16), ("small", [4], 2), ("vgg16", [4], 32)])
+@pytest.mark.parametrize("arch, widths, smallest",
+                         [("small", [4, 8, 16, 32], 16), ("small", [4], 2), ("vgg16", [4], 32)])
 def test_images_too_small_for_the_pooling_are_refused_at_build(arch, widths, smallest):
     """Each 2x2 max-pool halves the image; one pixel fewer than the pools need leaves nothing for the last layer
     (found by fuzzing: a 12-pixel TU-Berlin image through four pools), the exact size still runs."""

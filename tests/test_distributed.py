@@ -155,7 +155,8 @@ def test_distributed_sinkhorn_equals_sinkhorn_of_all_rows(tmp_path):
         expected = sinkhorn(logits, eta, 3).split(sizes)
         for rank in range(WORLD):
             torch.testing.assert_close(per_rank[rank][i], expected[rank], atol=1e-5, rtol=0,
-                                       msg=lambda m, i=i, sizes=sizes, rank=rank: f"case {i} (rows {sizes}), rank {rank}: {m}")
+                                       msg=lambda m, i=i, sizes=sizes, rank=rank:
+                                           f"case {i} (rows {sizes}), rank {rank}: {m}")
 
 
 def _gather_scenario(info: hd.DistInfo, cases: list[list[torch.Tensor]]) -> list[torch.Tensor]:

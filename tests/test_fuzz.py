@@ -158,7 +158,8 @@ def test_mutated_task_files_end_in_one_line_or_a_run(name, data_root, tmp_path_f
     property_()
 
 
-SET_KEYS = ["swamp.K", "swamp.queue", "swamp.tau", "swamp.eta", "swamp.lambda", "contrastive.margin", "contrastive.loss",
+SET_KEYS = ["swamp.K", "swamp.queue", "swamp.tau", "swamp.eta", "swamp.lambda",
+            "contrastive.margin", "contrastive.loss",
             "train.lr", "train.batch_size", "train.eval_batch_size", "train.select", "train.precision",
             "train.optimizer", "dataset.spread", "dataset.out_dim", "dataset.latent_dim", "dataset.seed",
             "dataset.split_sizes", "metrics.directions", "metrics.ks", "encoders.a.dim", "encoders.a.type",
@@ -252,7 +253,8 @@ FOUND = [
     ("lsmdc_shapes", {"dataset": {"feature_dim": 10**18}}, "contrastive", 2, ("video features",
                                                                               "dataset.feature_dim")),
     ("lsmdc_shapes", {"dataset": {"feature_dim": 10**40}}, "contrastive", 2, ("feature_dim must be an integer",)),
-    ("lsmdc_shapes", {"encoders": {"b": {"dim": 4096}}}, "contrastive", 2, ("encoders disagree on the embedding size",)),
+    ("lsmdc_shapes", {"encoders": {"b": {"dim": 4096}}}, "contrastive", 2,
+     ("encoders disagree on the embedding size",)),
     ("sketchy_shapes", {"methods": {"doodle2search_swamp": {"margin": 0}}}, "doodle2search_swamp", 2,
      ("doodle2search_swamp.margin must be > 0",)),
     ("coco_shapes", {"dataset": {"regions": 10**12}}, "scan", 2, ("region features", "dataset.regions")),

@@ -39,7 +39,8 @@ def test_loader_pairs_both_caption_layouts(tmp_path):
     assert data.input_shapes()["a"] == (4, 5)
     assert isinstance(train.a, ArrayRows) and isinstance(train.a.array, np.memmap)
     rows = train.a.take(torch.tensor([3, 0]))
-    assert rows.dtype == torch.float32 and torch.equal(rows[1], torch.from_numpy(np.load(tmp_path / "train_ims.npy")[0]))
+    assert (rows.dtype == torch.float32
+            and torch.equal(rows[1], torch.from_numpy(np.load(tmp_path / "train_ims.npy")[0])))
 
 
 def test_captions_are_framed_token_ids(tmp_path):

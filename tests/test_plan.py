@@ -96,7 +96,8 @@ def test_run_names_are_single_folder_names():
 
 
 def test_long_run_names_stay_one_valid_distinct_folder_name(tmp_path):
-    varied = {f"encoders.{side}.widths": [4, 8] for side in "ab"} | {f"dataset.setting_{i}": "x" * 20 for i in range(12)}
+    varied = ({f"encoders.{side}.widths": [4, 8] for side in "ab"}
+              | {f"dataset.setting_{i}": "x" * 20 for i in range(12)})
     name = plan.run_name("doodle2search_swamp", varied)
     other = plan.run_name("doodle2search_swamp", {**varied, "encoders.b.widths": [4, 16]})  # past the cut
     assert len(name.encode()) == plan.MAX_RUN_NAME and name != other and name[:-12] == other[:-12]

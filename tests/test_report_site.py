@@ -386,7 +386,8 @@ def test_the_site_in_a_real_browser(built):
                 assert errors == [], f"{name}: {errors}"
                 scroll, inner = page.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
                 assert scroll <= inner, f"{name} at {width} px scrolls sideways ({scroll} > {inner})"
-                rows = page.evaluate("Array.from(document.querySelectorAll('table')).map(t => t.tBodies[0].rows.length)")
+                rows = page.evaluate("Array.from(document.querySelectorAll('table')).map(t => "
+                                     "t.tBodies[0].rows.length)")
                 assert rows and min(rows) > 0, f"{name}: rows per table {rows}"
                 sticky = page.evaluate("Array.from(document.querySelectorAll('table')).map(t => "
                                        "getComputedStyle(t.tBodies[0].rows[0].cells[0]).position)")

@@ -88,7 +88,8 @@ def test_qmul_splits_are_paired_and_validation_is_a_seeded_slice(category, sizes
     assert abs(float(data["train"].a.images.mean())) < 1e-3  # standardised with training statistics
 
 
-def write_qmul_release(root: Path, category: str, sizes: dict[str, int], triplets: bool = True) -> dict[str, np.ndarray]:
+def write_qmul_release(root: Path, category: str, sizes: dict[str, int],
+                       triplets: bool = True) -> dict[str, np.ndarray]:
     """The release's files of a category as it ships them: MATLAB v5 files with key 'data', uint8
     N x 256 x 256 (row i of the sketch and the edge file of a split: the same item; here the edge map
     is the sketch inverted, so pairs can be checked), plus, with ``triplets``, a training-triplet file

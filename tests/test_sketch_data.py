@@ -98,7 +98,8 @@ def test_class_split_is_seeded():
     (lambda r: (r / "photo" / "cow" / "1.jpg").write_bytes(b"not an image"), r"cannot be read:.*cow/1.jpg"),
     (lambda r: [f.unlink() for f in (r / "sketch" / "door").iterdir()], r"hold no image.*: door"),
     (lambda r: shutil.rmtree(r / "photo"), r"photo folder .* does not exist"),
-    (lambda r: (r / "word_vectors.txt").write_text("apple 1 2 3 4\n"), r"no vector for 3 class\(es\): cow, door, palm_tree"),
+    (lambda r: (r / "word_vectors.txt").write_text("apple 1 2 3 4\n"),
+     r"no vector for 3 class\(es\): cow, door, palm_tree"),
     (lambda r: shutil.rmtree(r / "sketch" / "apple"), r"same classes.*apple"),
 ])
 def test_bad_image_folders_raise_one_clear_error(folders, break_it, message):

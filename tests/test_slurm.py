@@ -139,7 +139,8 @@ def test_a_preempted_job_is_requeued_and_resumes_to_the_metrics_of_an_uninterrup
     assert resume.exists(), "the run ended or failed before its first checkpoint"
     # SLURM signals the job's processes (USR2, submitit's default) before it preempts the job; under the local
     # executor the job's process is the child of the controller whose pid is the job id
-    (task,) = [p for p in psutil.Process(int(job.job_id)).children() if "submitit.core._submit" in " ".join(p.cmdline())]
+    (task,) = [p for p in psutil.Process(int(job.job_id)).children()
+               if "submitit.core._submit" in " ".join(p.cmdline())]
     task.send_signal(signal.SIGUSR2)
     (ended,) = slurm.wait([run], [job], progress=False, poll=0.5)
     assert ended.error == "" and ended.trained

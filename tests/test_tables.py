@@ -115,7 +115,8 @@ def test_mismatched_rank_lengths_name_the_runs(results):
 def test_timing_caption_and_ratios_follow_the_precision(tmp_path):
     runs = []
     for run, method, precision, step in [("swamp_par", "swamp_par", "fp32", 0.2), ("scan", "scan", "fp32", 0.4),
-                                         ("swamp_par@bf16", "swamp_par", "bf16", 0.1), ("scan@bf16", "scan", "bf16", 0.3)]:
+                                         ("swamp_par@bf16", "swamp_par", "bf16", 0.1),
+                                         ("scan@bf16", "scan", "bf16", 0.3)]:
         r = _result(tmp_path, run, 0, None)
         r.update(method=method, config={"metrics": METRICS, "train": {"precision": precision}},
                  reference={"timing": {"relative_to": "swamp_par", "methods": {}}})

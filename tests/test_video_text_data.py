@@ -207,7 +207,8 @@ def test_video_npy_layout(tmp_path, pool):
     np.testing.assert_allclose(data["val"].a[0].numpy(), pooled / np.linalg.norm(pooled), rtol=1e-5)
 
 
-@pytest.mark.skipif(not SHARED.is_dir(), reason=f"real MSR-VTT sample not present at {SHARED} (a clone elsewhere has no ../shared)")
+@pytest.mark.skipif(not SHARED.is_dir(),
+                    reason=f"real MSR-VTT sample not present at {SHARED} (a clone elsewhere has no ../shared)")
 def test_real_msrvtt_vgg128_sample_loads(tmp_path):
     data = load("video_npy", tmp_path, root=str(SHARED), split_sizes=[800, 100, 100])
     assert [len(data[s].a) for s in ("train", "val", "test")] == [800, 100, 100] and data["train"].a.shape[1] == 128

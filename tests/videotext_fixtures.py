@@ -98,7 +98,8 @@ def lsmdc(root: Path, n_train: int = 14, n_test: int = 5, seed: int = 0) -> dict
     captions = {}
     for name, ids in (("LSMDC16_annos_training.csv", train), ("LSMDC16_challenge_1000_publictect.csv", test)):
         captions[name] = [sentence(rng) for _ in ids]
-        lines = [f"{c}\t00.00.00.000\t00.00.05.000\t00.00.00.100\t00.00.05.100\t{s}" for c, s in zip(ids, captions[name])]
+        lines = [f"{c}\t00.00.00.000\t00.00.05.000\t00.00.00.100\t00.00.05.100\t{s}"
+                 for c, s in zip(ids, captions[name])]
         (root / name).write_text("\n".join(lines) + "\n")
     torch.save(features(rng, train), root / "LSMDC_train.pth")
     (root / "LSMDC_test.pth").write_bytes(pickle.dumps({k: {v: t.numpy() for v, t in d.items()}

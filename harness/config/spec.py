@@ -69,7 +69,8 @@ class TrainSpec:
         P.require(not self.nesterov or self.optimizer == "sgd", where,
                   f"nesterov applies to optimizer sgd only (got optimizer {self.optimizer}); set nesterov: false")
         P.require(self.early_stop_patience is None or self.early_stop_patience >= 1, where,
-                  f"early_stop_patience must be >= 1 epoch (or null: train every epoch), got {self.early_stop_patience}")
+                  "early_stop_patience must be >= 1 epoch (or null: train every epoch), "
+                  f"got {self.early_stop_patience}")
 
 
 OPTIMIZERS = ("adam", "adamw", "sgd")

@@ -35,7 +35,8 @@ def expand_root(text: str) -> Path:
         if name in os.environ:
             return os.environ[name]
         if default is None:
-            raise DataError(f"dataset root {text!r} uses ${{{name}}}, which is not set; set it or pass --data-root PATH")
+            raise DataError(f"dataset root {text!r} uses ${{{name}}}, which is not set; "
+                            "set it or pass --data-root PATH")
         return default
 
     return Path(_VAR.sub(var, text)).expanduser()
@@ -238,7 +239,8 @@ class PairedData:
         """Every split prepared for ``device`` by :func:`for_device` (pinned batches on CUDA)."""
         if device.type != "cuda":
             return self
-        return dataclasses.replace(self, splits={name: for_device(split, device) for name, split in self.splits.items()})
+        return dataclasses.replace(self, splits={name: for_device(split, device)
+                                                 for name, split in self.splits.items()})
 
     def input_shapes(self) -> dict[str, tuple[int, ...]]:
         """Item shape per modality, read from the training split."""

@@ -182,7 +182,8 @@ def check_files(source: str, root: Path, names: Sequence[str], published: str, p
     if missing:
         listing = "\n  ".join(f"{p}{'  (missing)' if p in missing else ''}" for p in paths)
         raise DataError(f"{source}: {len(missing)} file(s) missing under {root}. Expected:\n  {listing}\n{published}\n"
-                        "Set dataset.root in the task file, the environment variable it names, or pass --data-root PATH.")
+                        "Set dataset.root in the task file, the environment variable it names, "
+                        "or pass --data-root PATH.")
 
 
 def resolve(path_text: str, root: Path) -> Path:
@@ -238,7 +239,8 @@ def assemble(parts: Mapping[str, tuple[torch.Tensor, list[list[str]], torch.Tens
         else:
             splits[name] = Split(videos, captions, b_to_a=owner)
     info = {**info, **vocab.info, "max_words": p.max_words, "videos": [len(s.a) for s in splits.values()],
-            "captions": [len(parts[n][1]) for n in splits], "dropped_words": {k: round(v, 4) for k, v in dropped.items()},
+            "captions": [len(parts[n][1]) for n in splits],
+            "dropped_words": {k: round(v, 4) for k, v in dropped.items()},
             "train_captions_per_epoch": "one per video, drawn" if isinstance(splits["train"].b, CaptionDraw) else "all"}
     fixed = {"b": {"embed.weight": vocab.vectors}} if vocab.vectors is not None else {}
     return PairedData(splits, info, fixed)

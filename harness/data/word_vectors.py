@@ -3,7 +3,8 @@
 Two formats. (1) A numpy array file (``.npy``, read without pickles) of one row per class with a
 vocabulary file naming the rows in order: a pickled list of names (Doodle2Search's
 ``vocab_<dataset>.pkl``, read without running code) or a text file of one name a line. A class is
-looked up as written, then case-insensitively with ``_`` and ``-`` read as spaces. (2) word2vec / GloVe text, one ``word v1 v2 … vd`` per line; a first line of two integers
+looked up as written, then case-insensitively with ``_`` and ``-`` read as spaces. (2) word2vec / GloVe
+text, one ``word v1 v2 … vd`` per line; a first line of two integers
 (word2vec's ``count dim`` header) is skipped. Words are matched case-insensitively. A class name
 is looked up as written, then with ``_`` and ``-`` read as spaces; a name of several words that
 is not in the file as a whole gets the mean of its words' vectors (``palm_tree`` -> mean of
@@ -62,7 +63,8 @@ def read_vocabulary(path: Path) -> list[str]:
     """The row names of an array of class vectors: a pickled list/tuple of strings, or text lines."""
     if not path.is_file():
         raise DataError(f"vocabulary file {path} does not exist; give the names of the word-vector rows in "
-                        "dataset.word_vocab (a pickled list, as Doodle2Search's vocab_<dataset>.pkl, or one name a line)")
+                        "dataset.word_vocab (a pickled list, as Doodle2Search's vocab_<dataset>.pkl, "
+                        "or one name a line)")
     if path.suffix == ".pkl":
         from harness.data.videotext import read_pickle
 

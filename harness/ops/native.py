@@ -8,7 +8,8 @@ with SwAMP's exponents (eta * log p over thousands) that is nearly all of them, 
 the matrix. Two modalities' problems run on two threads when torch has two or more.
 
 The source is compiled once per vector width (16 lanes for AVX-512, 8 for AVX2; the widest this CPU runs is
-used, ``SWAMP_BENCH_SINKHORN_NATIVE=avx2`` keeps to 8) with the system C compiler (``$CC``, else ``cc``) into a user cache folder
+used, ``SWAMP_BENCH_SINKHORN_NATIVE=avx2`` keeps to 8) with the system C compiler (``$CC``, else ``cc``)
+into a user cache folder
 (``$SWAMP_BENCH_CACHE``, else ``$XDG_CACHE_HOME/swamp-bench``, else ``~/.cache/swamp-bench``), named by a hash of
 the source, the compiler and its flags, and loaded with ctypes: no Python or torch headers, about a second.
 Where it cannot be used (another architecture, no compiler, a CPU without AVX2 and FMA, or

@@ -233,7 +233,8 @@ def _overlap(fig: Any, ax: Any) -> bool:
 
     canvas = FigureCanvasAgg(fig)
     canvas.draw()
-    boxes = [t.get_window_extent(canvas.get_renderer()) for t in ax.get_xticklabels() if t.get_visible() and t.get_text()]
+    boxes = [t.get_window_extent(canvas.get_renderer())
+             for t in ax.get_xticklabels() if t.get_visible() and t.get_text()]
     boxes.sort(key=lambda b: b.x0)
     return any(b.x0 - a.x1 < 2 for a, b in zip(boxes, boxes[1:]))
 

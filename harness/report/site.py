@@ -479,7 +479,8 @@ def timing_figure(rs: ResultSet) -> Any | None:
         ax.set_xlabel(label)
     axes[0].set_yticks(ys, names, fontsize=7)
     axes[0].invert_yaxis()
-    fig.suptitle(f"{rs.name}: time per run (mean over seeds; log scale{'; hatched: extrapolated' if any(estimated) else ''})",
+    fig.suptitle(f"{rs.name}: time per run (mean over seeds; log scale"
+                 f"{'; hatched: extrapolated' if any(estimated) else ''})",
                  fontsize=10)
     return fig
 
@@ -674,7 +675,8 @@ def downloads(rs: ResultSet, out: Path, fmt: str, data: dict[str, Any], home: Pa
             table_links.append((path.name, target.relative_to(out).as_posix()))
         elif committed:
             table_links.append((path.name, _rel(path, home or out)))
-    for report in sorted(rs.folder.glob("*/clusters-seed*/clusters.html" if fmt == "html" else "*/clusters-seed*/clusters.md")):
+    for report in sorted(rs.folder.glob("*/clusters-seed*/clusters.html" if fmt == "html"
+                                        else "*/clusters-seed*/clusters.md")):
         label = f"{report.parent.parent.name} {report.parent.name.replace('clusters-', '')}"
         if fmt == "html":
             target = out / rs.slug / "clusters" / report.parent.parent.name / report.parent.name

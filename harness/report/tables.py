@@ -96,7 +96,8 @@ def test_stats(metrics: dict[str, Any]) -> list[str]:
     """Every statistic ``--test-stat`` accepts for these metric settings: each column statistic (tested in the
     first direction), ``<direction>/<stat>`` for any direction, and ``rsum`` when the table has it."""
     names = column_stats(metrics)
-    return names + [f"{d}/{s}" for d in metrics["directions"] for s in names] + (["rsum"] if metrics.get("rsum") else [])
+    return (names + [f"{d}/{s}" for d in metrics["directions"] for s in names]
+            + (["rsum"] if metrics.get("rsum") else []))
 
 
 def tested_column(metrics: dict[str, Any], test_stat: str | None) -> int:
@@ -205,7 +206,8 @@ def accuracy_footnote(results: list[dict[str, Any]], reference: str | None, test
     if any(r.get("collapse") for r in results):
         lines.append("[warned j/n]: in j of the n seeds a collapse signal (a loss term at its collapsed value, or the "
                      "validation selection metric at chance) held for `collapse_patience` epochs in a row and the run "
-                     "warned; [collapsed k/n]: in k of them it held at the selected epoch, whose model the row reports. "
+                     "warned; [collapsed k/n]: in k of them it held at the selected epoch, "
+                     "whose model the row reports. "
                      "The result files' `collapse` entry says which signal and when.")
     if any((r.get("floor") or {}).get("below") for r in results):
         kinds = sorted({r["floor"]["kind"] for r in results if (r.get("floor") or {}).get("below")})
@@ -228,7 +230,8 @@ def accuracy_footnote(results: list[dict[str, Any]], reference: str | None, test
     column = f"first column ({column})" if test_stat is None else f"{column} column"
     cells = "recall, rsum and mAP cells" if metrics.get("map") else "recall and rsum cells"
     return lines + [
-        f"Cells marked * differ from {reference} at p < {ALPHA} (paired t-test over the seeds both runs have; {cells}).",
+        f"Cells marked * differ from {reference} at p < {ALPHA} "
+        f"(paired t-test over the seeds both runs have; {cells}).",
         f"Last four columns, for each row group's {column}: Δ = mean over common seeds of run − "
         f"{reference}; 95% CI = Student-t interval of the run's mean; p (seeds, paired t) = that test over "
         f"common seeds (– below 2); p (queries, bootstrap) = paired bootstrap over test queries, "
@@ -269,7 +272,8 @@ def timing_rows(results: list[dict[str, Any]], reference: str | None = None) -> 
     """Header and rows of the timing/memory table: one row per (method, test protocol).
 
     Ratios are against ``reference.timing.relative_to`` when that method ran, else the run
-    ``reference`` (the accuracy table's), else the first method listed. A protocol of n folds reports its times per fold (total / n), as the
+    ``reference`` (the accuracy table's), else the first method listed.
+    A protocol of n folds reports its times per fold (total / n), as the
     SwAMP paper does for MS-COCO 1K. Published timings (``reference.timing``) fill labelled
     columns of their own, with the same ratios.
     """
@@ -337,7 +341,8 @@ def _timing_row(name: str, runs: list[dict[str, Any]], base: list[dict[str, Any]
     if scored:
         parts[1] += f" ({100 * statistics.mean(scored):.2g}% scored)"
     return [name, ("whole test split" if n == 1 else f"{n} folds, per fold") + _streamed_flag(runs, tag),
-            _mean_std(step), _mean_std(_timing(runs, "train_step", "p90_s", 1e3)), _mean_std(_timing(runs, "train_epoch")),
+            _mean_std(step), _mean_std(_timing(runs, "train_step", "p90_s", 1e3)),
+            _mean_std(_timing(runs, "train_epoch")),
             _ratio(step, base_step), _estimated_cell(test, est, 3), *parts,
             ("≈" if est or base_est else "") + _ratio(test, base_test),
             _mean_std(_memory(runs, "train", mem_field), 0), _mean_std(_memory(runs, f"test{tag}", mem_field), 0)]
@@ -368,7 +373,8 @@ def search_lines(results: list[dict[str, Any]]) -> list[str]:
             recall = next((f"{k.replace('_', ' ')} {v:.2f}%" for k, v in row.items() if k.startswith("knn_recall")), "")
             cuts = ", ".join(f"{k} {v:.2f} (exact {row['exact_' + k]:.2f}, lost {row['lost_' + k]:.2f})"
                              for k, v in row.items() if "R@" in k and not k.startswith(("exact_", "lost_")))
-            lines.append(f"{head}, {direction}: build {row['build_s']:.3f} s, query {row['query_s']:.3f} s (exact top k "
+            lines.append(f"{head}, {direction}: build {row['build_s']:.3f} s, "
+                         f"query {row['query_s']:.3f} s (exact top k "
                          f"{row['exact_top_k_s']:.3f} s), index {row['index_mib']:.1f} MiB, {recall}; {cuts}.")
     return lines
 
@@ -446,7 +452,8 @@ def timing_footnote(results: list[dict[str, Any]]) -> list[str]:
                      "loss).")
     if any(((r["profile"].get("test_path") or {}).get(tag) or {}).get("path") == "stream"
            for r in results for tag in (r["profile"].get("test_path") or {})):
-        lines.append("[streamed]: the protocol was ranked on the streaming path (test.path): blocks of the score matrix "
+        lines.append("[streamed]: the protocol was ranked on the streaming path (test.path): "
+                     "blocks of the score matrix "
                      "are scored and ranked in turn, so score s is the time inside the scorer over all blocks (some "
                      "scored twice) and rank s the rest of that loop; rows without the mark formed the whole score "
                      "matrix first. See docs/measurement.md.")

@@ -182,7 +182,8 @@ def threads_for(start: Snapshot, threads: int) -> tuple[int, dict[str, Any]] | N
     """The torch threads to train with, given what other work did on this machine since ``start`` (a command's
     first moment, so that its set-up, the data loading, is the watch, extended to :data:`MIN_WATCHED_S` when other
     threads are runnable now): ``threads`` on a quiet machine, fewer where other work keeps cores busy: the cores
-    it leaves free, at least 1. None when nothing changes; else (threads, the watch's record). On a busy machine, threads that spin waiting for a
+    it leaves free, at least 1. None when nothing changes; else (threads, the watch's record).
+    On a busy machine, threads that spin waiting for a
     descheduled sibling make small parallel regions wait for it (docs/measurement.md has the measurement)."""
     watched = time.perf_counter() - start.wall
     if watched < MIN_WATCHED_S:

@@ -132,7 +132,8 @@ def make_folds(split: Split, n_folds: int) -> list[Fold]:
 
 @torch.no_grad()
 def score_folds(method: Method, emb_a: Any, emb_b: Any, folds: list[Fold],
-                budget_s: float | None = None, blocks: tuple[int, int] | None = None) -> tuple[list[torch.Tensor], float]:
+                budget_s: float | None = None,
+                blocks: tuple[int, int] | None = None) -> tuple[list[torch.Tensor], float]:
     """One score matrix per fold (the full matrix when there is a single fold) and the fraction of all
     fold pairs scored. With ``budget_s`` (seconds for all folds together) scoring stops when the budget
     is spent: the last block returned may be partial (NaN where not scored) and later folds are absent."""

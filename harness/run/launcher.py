@@ -96,7 +96,8 @@ def run_local(runs: Sequence[Any], descriptions: Sequence[Any], jobs: int, threa
                 idle += 1
                 continue
             outcomes[index] = outcome
-            status = "finished" if outcome.returncode == 0 else f"FAILED (exit {outcome.returncode}): {outcome.last_line}"
+            status = "finished" if outcome.returncode == 0 else \
+                f"FAILED (exit {outcome.returncode}): {outcome.last_line}"
             report(f"[{len(outcomes)}/{len(runs)}] {outcome.run.run_name} seed{outcome.run.seed}: {status} "
                    f"({outcome.seconds:.1f} s)")
     except KeyboardInterrupt:

@@ -82,7 +82,8 @@ def run_needs(spec: TaskSpec, name: str, data: PairedData, device: torch.device 
     for buffer_name, buffer in method.named_buffers():
         size = buffer.numel() * buffer.element_size()
         if size >= 64 * 2**20:
-            needs.append(Need(f"buffer {buffer_name} {tuple(buffer.shape)}", size, f"{name}'s sizes (e.g. {name}.queue)"))
+            needs.append(Need(f"buffer {buffer_name} {tuple(buffer.shape)}", size,
+                              f"{name}'s sizes (e.g. {name}.queue)"))
     test = data["test"]
     n_a, n_b = len(test.a), len(test.b)
     per_a, per_b = (_per_item(method, m, getattr(test, m)) for m in ("a", "b"))

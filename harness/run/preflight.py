@@ -1,5 +1,6 @@
 """What is checked after a command is read and before anything trains or is written: the results
-folders can be written, the environment's kernel settings are known, the data fits the task's metrics, and every planned method can be built.
+folders can be written, the environment's kernel settings are known, the data fits the task's metrics,
+and every planned method can be built.
 
 Each check raises :class:`harness.errors.ConfigError` (exit status 2) naming the problem and the fix.
 """

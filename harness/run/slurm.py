@@ -352,7 +352,8 @@ def describe(outcomes: list[tuple[str, Any]] | None, record: Record | None, sacc
                                "again; the same command resumes it from its last complete epoch")
         if CANCELLED_BY_SCANCEL in reason:
             state = slurm_state if slurm_state in FINAL_STATES and slurm_state != "COMPLETED" else "CANCELLED"
-            who = f" ({record.detail})" if state == "CANCELLED" and record and record.detail.startswith("by uid") else ""
+            who = (f" ({record.detail})" if state == "CANCELLED" and record and record.detail.startswith("by uid")
+                   else "")
             return state, CANCELLED_BY_SCANCEL + who
         if slurm_state in FINAL_STATES and slurm_state not in ("COMPLETED", "FAILED"):
             return slurm_state, f"{_WHY[slurm_state]}: {reason}"

@@ -12,7 +12,8 @@ Files under ``root`` (names are HowTo100M's ``args.py`` defaults, each a paramet
 Video vector: 2D and 3D features, each max-pooled over time (when per frame) and L2-normalised,
 concatenated (4,096-d). Training draws one of each video's captions per epoch; ``val_videos`` of the
 training videos (seeded by ``split_seed``) are held out, with all their captions, for model selection
-(HowTo100M's training script has none: it evaluates on the test set after every epoch). Captions: :mod:`harness.data.words`.
+(HowTo100M's training script has none: it evaluates on the test set after every epoch).
+Captions: :mod:`harness.data.words`.
 """
 from __future__ import annotations
 

@@ -191,8 +191,8 @@ class ImageFolder:
         vectors = class_vectors(root / expand_root(p.word_vectors), names["train"], vocab) if p.word_vectors else None
         splits = {s: ImageFolder.split(sketches, photos, photo_classes, names[s], p, vectors if s == "train" else None,
                                        train=s == "train", versions=versions) for s in names}
-        info = {"source": "image_folder", "root": str(root), "sketch_dir": list(p.sketch_dirs), "photo_dir": p.photo_dir,
-                "classes": names, "sketches": {s: len(x.a) for s, x in splits.items()},
+        info = {"source": "image_folder", "root": str(root), "sketch_dir": list(p.sketch_dirs),
+                "photo_dir": p.photo_dir, "classes": names, "sketches": {s: len(x.a) for s, x in splits.items()},
                 "photos": {s: len(x.b.photos) if s == "train" else len(x.b) for s, x in splits.items()},
                 "word_vectors": p.word_vectors or None}
         return PairedData(splits, info)

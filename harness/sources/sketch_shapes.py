@@ -57,7 +57,8 @@ class SketchShapes:
         for i, name in enumerate(SPLITS):
             sk = RandomImages(p.sketches[i], shape, seed=p.seed * 10 + 2 * i)
             ph = RandomImages(p.photos[i], shape, seed=p.seed * 10 + 2 * i + 1)
-            lab_sk, lab_ph = labels(p.sketches[i], firsts[i], p.classes[i]), labels(p.photos[i], firsts[i], p.classes[i])
+            lab_sk = labels(p.sketches[i], firsts[i], p.classes[i])
+            lab_ph = labels(p.photos[i], firsts[i], p.classes[i])
             if name == "train":
                 words = torch.randn(p.classes[0], p.word_dim, generator=torch.Generator().manual_seed(p.seed))
                 splits[name] = Split(sk, SemanticTriplets(ph, lab_ph, lab_sk, words), labels_a=lab_sk, labels_b=lab_sk)
