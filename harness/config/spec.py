@@ -38,7 +38,7 @@ class TrainSpec:
     grad_clip: float | None = None
     select: str = "a2b/R@1"
     eval_batch_size: int = 1024
-    precision: str = "fp32"  # fp32 | tf32 | bf16 (harness/precision.py)
+    precision: str = "fp32"  # fp32 | tf32 | bf16 (harness/ops/precision.py)
     collapse_patience: int = 10  # epochs a collapse signal must hold before the warning (0: never check)
     collapse_tolerance: float = 0.02  # relative distance to a loss's collapsed value that counts as on it
     nesterov: bool = False  # optimizer sgd: Nesterov momentum (Doodle2Search's optimiser)
@@ -361,7 +361,7 @@ def build(raw: dict[str, Any], path: str) -> TaskSpec:
     if not isinstance(encoders, dict) or sorted(encoders) != sorted(MODALITIES):
         raise ConfigError(f"{path}: encoders must map exactly the modalities a and b to encoder specs")
     train_raw = raw.get("train") or {}
-    P.parse(TrainSpec, train_raw, f"{path}: train")
+    train = P.parse(TrainSpec, train_raw, f"{path}: train")  # before the methods, which inherit it
     methods = raw["methods"]
     if not isinstance(methods, dict) or not methods:
         raise ConfigError(f"{path}: methods must map at least one name to a method spec")
@@ -372,7 +372,7 @@ def build(raw: dict[str, Any], path: str) -> TaskSpec:
         dataset=_component(SOURCES, raw["dataset"], "source", f"{path}: dataset"),
         encoders={m: _component(ENCODERS, encoders[m], "type", f"{path}: encoders.{m}") for m in MODALITIES},
         metrics=metrics,
-        train=P.parse(TrainSpec, train_raw, f"{path}: train"),
+        train=train,
         methods={n: _method(n, m, train_raw, f"{path}: methods.{n}") for n, m in methods.items()},
         raw=raw,
         test=P.parse(TestSpec, raw.get("test"), f"{path}: test"),

@@ -18,7 +18,7 @@ from harness.config import params as P
 from harness.config import plan
 from harness.config.plan import Run
 from harness.config.registry import plugin_folders
-from harness.config.spec import MetricSpec, TaskSpec, TestSpec
+from harness.config.spec import MetricSpec, TaskSpec, TestSpec, TrainSpec
 from harness.data.paired import PairedData, Split
 from harness.errors import ConfigError
 from harness.method import Method
@@ -245,7 +245,7 @@ def save_ranks(ranks: dict[str, torch.Tensor], path: Path) -> None:
 
 def full_test(method: Method, data: PairedData, metrics_spec: MetricSpec, batch_size: int, prof: Profiler,
               device: torch.device, ranks: dict[str, torch.Tensor] | None = None,
-              precision: str = "fp32", test: TestSpec | None = None) -> dict[str, float]:
+              precision: str = TrainSpec.precision, test: TestSpec | None = None) -> dict[str, float]:
     """Whole-test retrieval for every protocol of the task (the whole split, and averages over
     consecutive folds such as MS-COCO 1K); each protocol encodes, scores and ranks on its own clock.
     A protocol whose scoring the method's time budget stopped has no metrics (see :func:`run_protocol`).
@@ -268,7 +268,7 @@ def full_test(method: Method, data: PairedData, metrics_spec: MetricSpec, batch_
 
 def run_protocol(method: Method, split: Split, metrics_spec: MetricSpec, n_folds: int, batch_size: int, prof: Profiler,
                  device: torch.device, ranks: dict[str, torch.Tensor] | None = None,
-                 precision: str = "fp32", test: TestSpec | None = None,
+                 precision: str = TrainSpec.precision, test: TestSpec | None = None,
                  kept: dict[str, Any] | None = None) -> dict[str, float]:
     """Encode every item, score within each of ``n_folds`` folds, rank; timed as test_total/encode/score/rank
     with the protocol's tag ('' or '@<n>folds'), peak memory in phase 'test<tag>'. Encoding and scoring
