@@ -9,7 +9,7 @@ A method fitted in closed form rather than by gradient steps (CCA) sets
 """
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import torch
 import torch.nn.functional as F
@@ -67,7 +67,8 @@ class Method(nn.Module):
     @property
     def encoder_width(self) -> int:
         """Output width shared by both encoders (they must agree)."""
-        dims = {m: enc.out_dim for m, enc in self.encoders.items()}
+        # every encoder sets an int ``out_dim`` (harness.encoders); nn.Module types attributes as tensors or modules
+        dims = {m: cast(int, enc.out_dim) for m, enc in self.encoders.items()}
         if len(set(dims.values())) != 1:
             raise ConfigError(f"encoders disagree on the embedding size: {dims}; give encoders.a and encoders.b "
                               "the same output size (dim)")

@@ -106,7 +106,7 @@ def with_legacy_defaults(old: dict[str, Any], current: dict[str, Any]) -> dict[s
     filled = {k: v for k, v in LEGACY_DEFAULTS.items() if k in flat_new and k not in flat_old}
     if not filled:
         return old
-    out = json.loads(json.dumps(old))
+    out: dict[str, Any] = json.loads(json.dumps(old))
     for key, value in filled.items():
         *parents, leaf = key.split(".")
         node = out
