@@ -83,9 +83,11 @@ class Method(nn.Module):
         """(B, D) unit-norm embeddings of a batch of ``modality`` ('a' or 'b') items."""
         return F.normalize(self.encoders[modality](x), dim=-1)
 
-    def score(self, emb_a: torch.Tensor, emb_b: torch.Tensor) -> torch.Tensor:
-        """(n_a, n_b) similarity of every a item to every b item."""
-        return emb_a @ emb_b.T
+    def score(self, emb_a: Any, emb_b: Any) -> torch.Tensor:
+        """(n_a, n_b) similarity of every a item to every b item; the embeddings are what :meth:`encode` returns
+        (a method scoring by cross attention keeps sets of vectors, not one tensor)."""
+        out: torch.Tensor = emb_a @ emb_b.T
+        return out
 
     def score_within(self, emb_a: Any, emb_b: Any, deadline: float | None) -> tuple[torch.Tensor, float]:
         """The scores that can be computed before ``time.perf_counter()`` passes ``deadline`` (None: all) and
