@@ -13,7 +13,7 @@ import itertools
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, overload
 
 from harness.config import spec as specs
 from harness.config.spec import TaskSpec
@@ -128,6 +128,10 @@ def diff(base: dict[str, Any], config: dict[str, Any], defaults: dict[str, Any] 
     return {setting_name(k): b.get(k) for k in b.keys() | a.keys() if a.get(k) != b.get(k) and k not in NEUTRAL}
 
 
+@overload
+def resolve_reference(name: str, runs: Iterable[tuple[str, str]]) -> str: ...
+@overload
+def resolve_reference(name: None, runs: Iterable[tuple[str, str]]) -> None: ...
 def resolve_reference(name: str | None, runs: Iterable[tuple[str, str]]) -> str | None:
     """The run a ``--reference`` names: a run folder name (``contrastive@train.epochs=5``) as is, or a method
     name when exactly one run of that method is present. ``runs``: (run name, method) pairs. ConfigError when
