@@ -106,7 +106,8 @@ class PairLoss(nn.Module):
         the temperature."""
         out: dict[str, Any] = {name: loss.detach(), plateau_key(name): collapsed}
         if hasattr(self, "log_temperature"):
-            out["temperature"] = float(self.temperature())  # learned: a tensor
+            temperature = self.temperature()  # learned: a tensor
+            out["temperature"] = float(temperature.detach() if isinstance(temperature, torch.Tensor) else temperature)
         return out
 
 

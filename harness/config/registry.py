@@ -69,7 +69,7 @@ class Registry(Generic[T]):
                     _registered_by.setdefault(_loading, []).append((self, name, None))
                 raise ConfigError(self._conflicts[name])
             self._items[name] = obj
-            obj.registry_name = name  # type: ignore[attr-defined]
+            obj.registry_name = name  # type: ignore[attr-defined]  # T (a class or function) declares no such attribute
             if _loading is not None:
                 _registered_by.setdefault(_loading, []).append((self, name, obj))
             return obj

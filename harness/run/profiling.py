@@ -149,7 +149,8 @@ class Profiler:
         if cuda:
             synchronize(self.device)
             torch.cuda.reset_peak_memory_stats(self.device)
-        nvml = _Sampler(self._nvml, 0.01) if self._nvml else contextlib.nullcontext()
+        sampler = _Sampler(self._nvml, 0.01) if self._nvml else None
+        nvml = sampler if sampler is not None else contextlib.nullcontext()
         before = contention.snapshot()
         with CpuPeakRSS() as rss, nvml:
             yield
@@ -159,8 +160,8 @@ class Profiler:
         if cuda:
             mem["cuda_max_allocated_mib"] = torch.cuda.max_memory_allocated(self.device) / MiB
             mem["cuda_max_reserved_mib"] = torch.cuda.max_memory_reserved(self.device) / MiB
-        if self._nvml:
-            mem["nvml_peak_used_mib"] = nvml.peak / MiB  # type: ignore[union-attr]
+        if sampler is not None:
+            mem["nvml_peak_used_mib"] = sampler.peak / MiB
         self.memory[name] = mem
 
     def extrapolate(self, tag: str, fraction: float) -> None:

@@ -117,8 +117,11 @@ def run_one(run: Run, data: PairedData, opts: RunOptions) -> dict[str, Any] | No
         with prec.scope(precision, opts.device):
             return ev.evaluate(method, data["val"], spec.metrics, opts.device, m.train.eval_batch_size, spec.test)
 
-    validate = prof.timed("validate", guards.on_oom(lambda: dd.from_main(val_metrics, info), "validation",
-                                                    test_memory, opts.device, resume))
+    def val_metrics_everywhere() -> dict[str, float]:  # rank 0 validates; every process gets its metrics
+        return dd.from_main(val_metrics, info)
+
+    validate = prof.timed("validate", guards.on_oom(val_metrics_everywhere, "validation", test_memory, opts.device,
+                                                    resume))
     chance = collapse.chance_level(data["val"], spec.metrics, m.train.select) if info.is_main else None
     if method.trains_by_gradient:
         fit, resumed_from, skipped = _train(run, method, data, opts, prof, validate, chance)
