@@ -53,7 +53,8 @@ def inverse_sqrt(cov: torch.Tensor, rel_eps: float = 1e-10) -> torch.Tensor:
     vals, vecs = torch.linalg.eigh(cov)
     keep = vals > rel_eps * vals.max().clamp_min(torch.finfo(vals.dtype).tiny)
     inv = torch.where(keep, vals.clamp_min(torch.finfo(vals.dtype).tiny).rsqrt(), torch.zeros_like(vals))
-    return (vecs * inv) @ vecs.T
+    out: torch.Tensor = (vecs * inv) @ vecs.T
+    return out
 
 
 def ledoit_wolf_shrinkage(xc: torch.Tensor) -> float:
@@ -116,6 +117,15 @@ class CCA(Method):
 
     Params = CCAParams
     trains_by_gradient = False
+    params: CCAParams
+    # the fitted buffers (FITTED; empty before fit_closed_form)
+    mean_a: torch.Tensor
+    mean_b: torch.Tensor
+    proj_a: torch.Tensor
+    proj_b: torch.Tensor
+    correlations: torch.Tensor
+    ridges: torch.Tensor
+    n_pairs: torch.Tensor
 
     def __init__(self, encoders: dict[str, nn.Module], params: CCAParams):
         super().__init__({}, params)  # the raw features are projected; the task's encoders are not used
@@ -131,6 +141,8 @@ class CCA(Method):
         """Fit on every training pair (a item ``b_to_a[j]`` with b item ``j``); keeps the two views' ridges
         (relative to their mean variance; inf: covariance replaced by its scaled identity) and the pair count."""
         device = self.proj_a.device
+        if split.b_to_a is None:
+            raise ValueError("CCA fits on training pairs: the split has no pairing (b_to_a)")
         x = take(split.a, split.b_to_a).flatten(1).to(device).double()  # (n, d_a)
         y = take(split.b, torch.arange(split.n_pairs)).flatten(1).to(device).double()  # (n, d_b)
         ridges = (view_ridge(x - x.mean(0), self.params.reg), view_ridge(y - y.mean(0), self.params.reg))

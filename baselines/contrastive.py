@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, Literal
+from typing import Any, Callable, ClassVar, Literal
 
 import torch
 from torch import nn
@@ -75,8 +75,9 @@ class PairLoss(nn.Module):
         self.fixed_temperature = p.temperature
         if p.learn_temperature:
             self.log_temperature = nn.Parameter(torch.tensor(math.log(p.temperature)))
-        self._losses = {"max_violation": partial(max_violation_loss, margin=p.margin),
-                        "sum": partial(sum_violation_loss, margin=p.margin), "infonce": self._infonce}
+        self._losses: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
+            "max_violation": partial(max_violation_loss, margin=p.margin),
+            "sum": partial(sum_violation_loss, margin=p.margin), "infonce": self._infonce}
 
     def start_epoch(self, epoch: int) -> None:
         """Remember the epoch (1-based) that starts: warm-up epochs use the summed hinge."""
@@ -105,7 +106,8 @@ class PairLoss(nn.Module):
         the temperature."""
         out: dict[str, Any] = {name: loss.detach(), plateau_key(name): collapsed}
         if hasattr(self, "log_temperature"):
-            out["temperature"] = float(self.temperature().detach())
+            temperature = self.temperature()  # learned: a tensor
+            out["temperature"] = float(temperature.detach() if isinstance(temperature, torch.Tensor) else temperature)
         return out
 
 
@@ -120,7 +122,7 @@ class Contrastive(Method):
     """Modality-wise embeddings trained with a loss of the contrastive family (default: the VSE++
     max-violation hinge); under torchrun each process takes its negatives from its own shard."""
 
-    Params = ContrastiveParams
+    Params: ClassVar[type] = ContrastiveParams
 
     def __init__(self, encoders: dict[str, nn.Module], params: ContrastiveParams):
         super().__init__(encoders, params)

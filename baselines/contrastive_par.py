@@ -3,13 +3,13 @@ image–text experiments). ``PARPooled`` is the mixin that SwAMP-PAR shares."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
 
 from baselines.contrastive import Contrastive, ContrastiveParams
-from harness.api import METHODS, require, unknown
+from harness.api import METHODS, Method, require, unknown
 from harness.encoders.par import HEAD_MODES, PAR, par_width
 
 
@@ -30,14 +30,17 @@ class PARFields:
             raise unknown("heads", self.heads, HEAD_MODES, where)
 
 
-class PARPooled:
+if TYPE_CHECKING:
+    _MethodMixin = Method  # the mixin's methods see a Method's attributes
+else:
+    _MethodMixin = object
+
+
+class PARPooled(_MethodMixin):
     """Mixin for a Method: both modalities' encoders yield sets, pooled by one shared :class:`PAR`."""
 
-    params: Any
-    encoders: nn.ModuleDict
-
     def __init__(self, encoders: dict[str, nn.Module], params: Any):
-        super().__init__(encoders, params)  # type: ignore[call-arg]
+        super().__init__(encoders, params)
         self.par = PAR(self.encoder_width, params.p, params.T, params.H, params.heads)
 
     @property
@@ -48,7 +51,8 @@ class PARPooled:
 
     def encode(self, modality: str, x: Any) -> torch.Tensor:
         """(B, p·D) unit-norm PAR vectors of a batch of region sets or captions."""
-        return self.par(self.encoders[modality](x))
+        out: torch.Tensor = self.par(self.encoders[modality](x))
+        return out
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ and 25 by default: Doodle2Search's first epoch) and then stays at 1.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar, cast
 
 import torch
 import torch.nn.functional as F
@@ -49,7 +49,8 @@ class _GradientReversal(torch.autograd.Function):
 
 def grad_reverse(x: torch.Tensor, weight: float) -> torch.Tensor:
     """Identity forward; the backward pass multiplies the gradient by −``weight`` (Ganin & Lempitsky, 2015)."""
-    return _GradientReversal.apply(x, weight)
+    out: torch.Tensor = _GradientReversal.apply(x, weight)
+    return out
 
 
 def ramp(step: int, start: int, end: int) -> float:
@@ -110,7 +111,8 @@ class Doodle2Search(Method):
 
     search_metric = "l2"  # score: negative Euclidean distance
 
-    Params = Doodle2SearchParams
+    Params: ClassVar[type] = Doodle2SearchParams
+    steps: torch.Tensor  # buffer: training steps taken (the ramp)
 
     def __init__(self, encoders: dict[str, nn.Module], params: Any, word_dim: int):
         super().__init__(encoders, params)
@@ -128,7 +130,8 @@ class Doodle2Search(Method):
 
     def encode(self, modality: str, x: Any) -> torch.Tensor:
         """(B, D) raw embeddings (Doodle2Search neither normalises nor uses cosine)."""
-        return self.encoders[modality](x)
+        out: torch.Tensor = self.encoders[modality](x)
+        return out
 
     def score(self, emb_a: torch.Tensor, emb_b: torch.Tensor) -> torch.Tensor:
         """(n_a, n_b) negative Euclidean distance."""
@@ -152,7 +155,7 @@ class Doodle2Search(Method):
         positives, negatives, words = x_b  # (B, C, H, W) × 2, (B, d)
         sketch, pos, neg = self.encode("a", x_a), self.encode("b", positives), self.encode("b", negatives)
         terms = self.terms(sketch, pos, neg, words)
-        total = sum(w * v for w, v in terms.values())
+        total = cast(torch.Tensor, sum(w * v for w, v in terms.values()))  # terms is never empty: a tensor
         logs = {name: v.detach() for name, (_, v) in terms.items()}
         logs.update(loss=total.detach(), reversal_weight=torch.tensor(self.reversal_weight()))
         if self.training:

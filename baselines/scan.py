@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, Callable, ClassVar
 
 import torch
 
@@ -66,8 +66,9 @@ def _similarity(images: torch.Tensor, captions: torch.Tensor, caption_lengths: t
     grad = torch.is_grad_enabled() and (images.requires_grad or captions.requires_grad)
     scratch = Scratch(block_elems, images, enabled=not grad)
     gram = images @ images.transpose(1, 2) if direction == "t2i" else None  # (n_i, R, R)
-    block = _block_t2i if direction == "t2i" else _block_i2t
-    kw = dict(agg=agg, lambda_softmax=lambda_softmax, lambda_lse=lambda_lse, eps=eps, scratch=scratch)
+    # t2i takes the images' gram matrices, i2t None
+    block: Callable[..., torch.Tensor] = _block_t2i if direction == "t2i" else _block_i2t
+    kw: dict[str, Any] = dict(agg=agg, lambda_softmax=lambda_softmax, lambda_lse=lambda_lse, eps=eps, scratch=scratch)
     columns = []
     for lo, hi in bounds:
         index = order[lo:hi].to(captions.device)
@@ -265,6 +266,7 @@ class SCAN(Method):
     search_metric = None
 
     Params = SCANParams
+    params: SCANParams
     direction: ClassVar[str]
     agg: ClassVar[str]
 

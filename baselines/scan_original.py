@@ -23,6 +23,7 @@ On a CPU the copies of step 2 are no-ops; everything else is the same.
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -42,7 +43,8 @@ def attend(query: torch.Tensor, context: torch.Tensor, *, lambda_softmax: float,
 
 def cosine(x1: torch.Tensor, x2: torch.Tensor, eps: float) -> torch.Tensor:
     """Cosine along the last axis, the product of norms clamped at ``eps`` (SCAN's cosine_similarity)."""
-    return (x1 * x2).sum(-1) / (x1.norm(dim=-1) * x2.norm(dim=-1)).clamp_min(eps)
+    out: torch.Tensor = (x1 * x2).sum(-1) / (x1.norm(dim=-1) * x2.norm(dim=-1)).clamp_min(eps)
+    return out
 
 
 def pool_rows(sims: torch.Tensor, *, agg: str, lambda_lse: float) -> torch.Tensor:
@@ -96,7 +98,7 @@ def sharded_similarity(images: torch.Tensor, captions: torch.Tensor, lengths: to
     device, shard = images.device, shard or SHARD
     host_images, host_captions, host_lengths = host_arrays(images, captions, lengths)
     scores = torch.full((len(host_images), len(host_captions)), torch.nan, dtype=torch.float64)
-    kw = dict(direction=direction, agg=agg, lambda_softmax=lambda_softmax, lambda_lse=lambda_lse)
+    kw: dict[str, Any] = dict(direction=direction, agg=agg, lambda_softmax=lambda_softmax, lambda_lse=lambda_lse)
     done = 0
     with torch.no_grad():
         for i in range(0, len(host_images), shard):

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from functools import partial
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import torch
 import torch.nn.functional as F
@@ -119,7 +119,8 @@ class SwAMPFields:
     def check_swamp(self, where: str) -> None:
         require(self.K == "auto" or self.K >= 2, where, f"K must be >= 2 (or auto), got {self.K}")
         require(self.queue == "auto" or self.queue >= 0, where, f"queue must be >= 0 (or auto), got {self.queue}")
-        require(not self.strict_queue or "auto" in (self.K, self.queue) or self.queue > self.K, where,
+        require(not self.strict_queue or isinstance(self.K, str) or isinstance(self.queue, str)  # str: auto
+                or self.queue > self.K, where,
                 f"queue ({self.queue}) must exceed K ({self.K}) so the uniform class marginal is meaningful "
                 "(paper Sec. 3); raise queue, lower K, or set strict_queue: false for the queue ablation")
         require(self.tau > 0 and self.eta > 0, where, f"tau and eta must be > 0, got tau={self.tau}, eta={self.eta}")
@@ -146,6 +147,11 @@ class SwAMPParams(PairLossFields, SwAMPFields):  # margin, loss, temperature, wa
         self.check_pair_loss(where)
 
 
+def _unsettled(params: SwAMPFields) -> ValueError:
+    return ValueError(f"K and queue must be numbers here (settle() resolves auto), got K={params.K!r}, "
+                      f"queue={params.queue!r}")
+
+
 class SwappedAssignments(Method):
     """SwAMP's L_s machinery on a method's embeddings: prototypes, the queue, swapped Sinkhorn targets
     (params: :class:`SwAMPFields`). :class:`SwAMP` adds its contrastive term; other methods add L_s to
@@ -153,6 +159,8 @@ class SwappedAssignments(Method):
 
     def __init__(self, encoders: dict[str, nn.Module], params: SwAMPFields):
         super().__init__(encoders, params)
+        if isinstance(params.K, str) or isinstance(params.queue, str):
+            raise _unsettled(params)
         self.prototypes = nn.Parameter(F.normalize(torch.randn(params.K, self.embed_dim), dim=1))
         self.queue = EmbeddingQueue(params.queue, self.embed_dim)
         self._kernels_before = set(sinkhorn_compile_seconds())  # kernels this process already paid for
@@ -172,6 +180,8 @@ class SwappedAssignments(Method):
         prototype less than one training item, so the targets could group nothing. Fewer than two training pairs
         per prototype warns, and so does a queue at least as large as the training set: once full it holds every
         training item, the batch's own included."""
+        if isinstance(params.K, str) or isinstance(params.queue, str):
+            raise _unsettled(params)
         lines = []
         suggested = auto_K(n_pairs)
         if params.K > n_pairs:
@@ -197,7 +207,8 @@ class SwappedAssignments(Method):
     def scaled_prototypes(self) -> torch.Tensor:
         """The unit-norm prototypes over tau (K, D), with gradient: logits are embeddings times its transpose. The
         1/tau scales the (K, D) prototypes rather than the (N, K) product, N being the batch plus the queue."""
-        return F.normalize(self.prototypes, dim=1) / self.params.tau
+        out: torch.Tensor = F.normalize(self.prototypes, dim=1) / self.params.tau
+        return out
 
     def logits(self, emb: torch.Tensor, prototypes: torch.Tensor | None = None) -> torch.Tensor:
         """Cosine to each prototype over tau (N, K); embeddings and prototypes are unit-norm. ``prototypes``:
@@ -279,7 +290,7 @@ class SwAMP(SwappedAssignments):
     row's negatives drawn from its own shard, weighted against L_s (a mean) as in one process.
     """
 
-    Params = SwAMPParams
+    Params: ClassVar[type] = SwAMPParams
 
     def __init__(self, encoders: dict[str, nn.Module], params: SwAMPParams):
         super().__init__(encoders, params)

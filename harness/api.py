@@ -118,12 +118,12 @@ from harness.run.build import build_method, resolve_device
 from harness.run.distributed import gather_rows, global_batch_sum, is_distributed, rank_and_world
 from harness.run.evaluate import DEFAULT_BLOCKS, BlockClock, evaluate, make_folds, stream_folds
 from harness.run.floor import FeatureCosine
-from harness.run.profiling import CpuPeakRSS, MiB, Profiler, synchronize
+from harness.run.profiling import CpuPeakRSS, Profiler, synchronize
 from harness.run.runner import RunOptions, load_data, run_one
 from harness.run.search import run_search
 from harness.run.train import make_optimizer, make_step
 from harness.store.io import write_json_atomic
-from harness.store.provenance import environment
+from harness.store.provenance import MiB, environment
 
 __all__ = [
     "ConfigError", "DataError", "NotApplicable", "RunError", "did_you_mean", "unknown",

@@ -105,7 +105,8 @@ def read_config(root: Path) -> dict[str, Any]:
     """``root``'s asv.conf.json (JSON with // comments)."""
     from asv.util import load_json
 
-    return load_json(str(root / CONFIG_NAME), js_comments=True)
+    config: dict[str, Any] = load_json(str(root / CONFIG_NAME), js_comments=True)
+    return config
 
 
 def write_config(root: Path, folder: Path, suite: Path) -> Path:

@@ -6,15 +6,19 @@ import argparse
 import re
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, NoReturn
 
 from harness.config.checks import SHIPPED as TASKS_DIR
 from harness.errors import ConfigError, RunError, did_you_mean, one_line
+
+if TYPE_CHECKING:
+    from harness.run.grid import Grid, Outcome
 
 
 class _Parser(argparse.ArgumentParser):
     """argparse whose usage errors are ConfigErrors: one line and exit status 2, like any other bad input."""
 
-    def error(self, message: str) -> None:  # type: ignore[override]
+    def error(self, message: str) -> NoReturn:
         choice = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)", message)
         hint = did_you_mean(choice.group(1), re.findall(r"'([^']*)'", choice.group(2))) if choice else ""
         raise ConfigError(f"{message}{hint}; see `{self.prog} --help`")
@@ -54,11 +58,11 @@ TEST_STAT_HELP = ("statistic the significance columns test in each row group: a 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="python -m harness", description="SwAMP Bench: cross-modal retrieval benchmarks")
     sub = parser.add_subparsers(dest="command", required=True)
-    plugins = argparse.ArgumentParser(add_help=False)
+    plugins = _Parser(add_help=False)
     plugins.add_argument("--include", action="append", default=[], metavar="PATH",
                          help="also load method, source and encoder files from PATH, a folder or a .py file "
                               "(repeatable; also the SWAMP_BENCH_INCLUDE environment variable, ':'-separated)")
-    grid = argparse.ArgumentParser(add_help=False)  # the flags run and rerun share
+    grid = _Parser(add_help=False)  # the flags run and rerun share
     grid.add_argument("--out", default="runs",
                       help="results folder (default: runs/; the committed sets live in results/)")
     grid.add_argument("--device", default="auto", help="auto (default), cpu, cuda or cuda:N")
@@ -243,7 +247,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     return _finish(outcome, args, {runs[0].spec.name})
 
 
-def _grid(args: argparse.Namespace, init: Path | None = None, later: tuple[str, str] = ("", "")):
+def _grid(args: argparse.Namespace, init: Path | None = None, later: tuple[str, str] = ("", "")) -> Grid:
     """How ``run`` or ``rerun`` asks its runs to be run (:class:`harness.run.grid.Grid`)."""
     from harness.run import grid
     from harness.store import provenance
@@ -255,7 +259,7 @@ def _grid(args: argparse.Namespace, init: Path | None = None, later: tuple[str, 
                      command=tuple(provenance.command()), data_root=args.data_root, later=later)
 
 
-def _later(args: argparse.Namespace, task: Path, name: str) -> tuple[str, str]:
+def _later(args: argparse.Namespace, task: str | Path, name: str) -> tuple[str, str]:
     """What to type once SLURM jobs are submitted: ``status`` of exactly this command's runs (its run-selecting
     flags), and the tables of the task's folder ``name``."""
     import shlex
@@ -271,7 +275,8 @@ def _later(args: argparse.Namespace, task: Path, name: str) -> tuple[str, str]:
     return shlex.join(words), f"python -m harness table {Path(args.out) / name} --write"
 
 
-def _finish(outcome, args: argparse.Namespace, tasks: set[str], check=None) -> int:
+def _finish(outcome: Outcome, args: argparse.Namespace, tasks: set[str],
+            check: Callable[[list[dict[str, Any]]], int] | None = None) -> int:
     """The end of ``run`` and ``rerun``: the tables of each task's folder (also when some runs failed), then the
     failure, then the refusals, each as the command's one error line."""
     from harness.report import folders

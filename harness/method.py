@@ -9,7 +9,7 @@ A method fitted in closed form rather than by gradient steps (CCA) sets
 """
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import torch
 import torch.nn.functional as F
@@ -67,7 +67,8 @@ class Method(nn.Module):
     @property
     def encoder_width(self) -> int:
         """Output width shared by both encoders (they must agree)."""
-        dims = {m: enc.out_dim for m, enc in self.encoders.items()}
+        # every encoder sets an int ``out_dim`` (harness.encoders); nn.Module types attributes as tensors or modules
+        dims = {m: cast(int, enc.out_dim) for m, enc in self.encoders.items()}
         if len(set(dims.values())) != 1:
             raise ConfigError(f"encoders disagree on the embedding size: {dims}; give encoders.a and encoders.b "
                               "the same output size (dim)")
@@ -82,9 +83,11 @@ class Method(nn.Module):
         """(B, D) unit-norm embeddings of a batch of ``modality`` ('a' or 'b') items."""
         return F.normalize(self.encoders[modality](x), dim=-1)
 
-    def score(self, emb_a: torch.Tensor, emb_b: torch.Tensor) -> torch.Tensor:
-        """(n_a, n_b) similarity of every a item to every b item."""
-        return emb_a @ emb_b.T
+    def score(self, emb_a: Any, emb_b: Any) -> torch.Tensor:
+        """(n_a, n_b) similarity of every a item to every b item; the embeddings are what :meth:`encode` returns
+        (a method scoring by cross attention keeps sets of vectors, not one tensor)."""
+        out: torch.Tensor = emb_a @ emb_b.T
+        return out
 
     def score_within(self, emb_a: Any, emb_b: Any, deadline: float | None) -> tuple[torch.Tensor, float]:
         """The scores that can be computed before ``time.perf_counter()`` passes ``deadline`` (None: all) and

@@ -14,7 +14,7 @@ import html
 import json
 import math
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence, cast
 
 import numpy as np
 import torch
@@ -61,8 +61,10 @@ def require_prototypes(result: dict[str, Any], where: str) -> None:
 @torch.no_grad()
 def assign(method: Method, emb: torch.Tensor, batch_size: int = 1024) -> tuple[torch.Tensor, torch.Tensor]:
     """(N,) argmax prototype of each embedding and (N,) its probability p(y|x), both on the CPU."""
-    scores = method.logits if callable(getattr(method, "logits", None)) else method.log_probs
-    best = [scores(chunk).float().softmax(1).max(1) for chunk in emb.split(batch_size)]  # (B, K) -> (B,)
+    # a SwAMP-style method's (B, D) -> (B, K) prototype scores: its logits, else its log-probabilities
+    scores = cast(Callable[[torch.Tensor], torch.Tensor],
+                  method.logits if callable(getattr(method, "logits", None)) else method.log_probs)
+    best = [scores(chunk).float().softmax(1).max(1) for chunk in torch.split(emb, batch_size)]  # (B, K) -> (B,)
     return torch.cat([b.indices for b in best]).cpu(), torch.cat([b.values for b in best]).cpu()
 
 
@@ -117,7 +119,7 @@ def top_words(captions: TokenCaptions, clusters: torch.Tensor, words: Sequence[s
     once = torch.unique(caption[keep] * v + ids[keep])  # each word once per caption
     keys, counts = torch.unique(clusters[once // v] * v + once % v, return_counts=True)
     order = np.lexsort((keys.numpy() % v, -counts.numpy(), keys.numpy() // v))  # cluster, count desc, id
-    out: dict[int, list[tuple[str, int]]] = {int(c): [] for c in clusters.unique()}
+    out: dict[int, list[tuple[str, int]]] = {int(c): [] for c in torch.unique(clusters)}
     for key, count in zip(keys.numpy()[order], counts.numpy()[order]):
         listed = out[int(key // v)]
         if len(listed) < n:
@@ -130,7 +132,8 @@ def vocabulary(data: PairedData, captions: TokenCaptions) -> list[str]:
     have no words, so their ids are shown as w<id>."""
     path = data.info.get("vocab_file")
     if path and Path(path).exists():
-        return json.loads(Path(path).read_text())["words"]
+        listed: list[str] = json.loads(Path(path).read_text())["words"]
+        return listed
     return [*SPECIALS, *(f"w{i}" for i in range(len(SPECIALS), captions.vocab_size))]
 
 
@@ -153,7 +156,7 @@ def analyse(split: Split, clusters: dict[str, torch.Tensor], confidence: dict[st
             stats[m]["purity"], stats[m]["majority"], stats[m]["cluster_purity"] = purity(clusters[m], labels, k)
         stats[m]["assignments"] = clusters[m].tolist()
     text = [m for m in MODALITIES if isinstance(getattr(split, m), TokenCaptions)] if words else []
-    found = {m: top_words(getattr(split, m), clusters[m], words, n_words) for m in text}
+    found = {m: top_words(getattr(split, m), clusters[m], words, n_words) for m in text} if words else {}
     total = [sum(stats[m]["sizes"][c] for m in MODALITIES) for c in range(k)]
     order = sorted((c for c in range(k) if total[c]), key=lambda c: (-total[c], c))[:LARGEST_SHOWN]
     rows = [{"cluster": c, "size": {m: stats[m]["sizes"][c] for m in MODALITIES},
@@ -178,7 +181,10 @@ def _class_cell(row: dict[str, Any], m: str) -> str:
 def tables(report: dict[str, Any]) -> list[Table]:
     """The report as titled tables of strings, shared by the Markdown and the HTML rendering."""
     r, stats, k = report, report["modalities"], report["K"]
-    cid = lambda c: f"{c:0{len(str(k - 1))}d}"  # noqa: E731
+
+    def cid(c: int) -> str:
+        return f"{c:0{len(str(k - 1))}d}"
+
     labelled = [m for m in MODALITIES if "purity" in stats[m]]
     text = list(r["top_words"])
     about = [["task", r["task"]], ["run", r["run"]], ["method", r["method"]], ["seed", str(r["seed"])],
@@ -280,7 +286,7 @@ def cmd(args: argparse.Namespace) -> int:
     for m in MODALITIES:
         clusters[m], confidence[m] = assign(method, emb[m], batch)
     text = next((getattr(split, m) for m in MODALITIES if isinstance(getattr(split, m), TokenCaptions)), None)
-    k = len(method.prototypes)
+    k = len(method.get_parameter("prototypes"))
     report = {"task": result.get("task", ""), "run": result.get("run_name", ""), "seed": result.get("seed"),
               "method": result["config"]["method"]["method"], "result": str(result_file),
               "checkpoint": str(checkpoint), "K": k, "split": args.split,

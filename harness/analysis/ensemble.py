@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch import nn
@@ -44,21 +44,28 @@ class Ensemble(Method):
         self.members = nn.ModuleList(members)
         self.precisions, self.device = precisions, device
 
-    def encode(self, modality: str, x: Any) -> tuple[Any, ...]:
-        """Each member's embeddings of the batch, under its own precision."""
+    @property
+    def methods(self) -> list[Method]:
+        """The members (the ModuleList registers them; it types them as modules)."""
+        return cast(list[Method], list(self.members))
+
+    def encode(self, modality: str, x: Any) -> Any:
+        """Each member's embeddings of the batch, under its own precision: a tuple, which :meth:`score` takes."""
         out = []
-        for member, precision in zip(self.members, self.precisions):
+        for member, precision in zip(self.methods, self.precisions):
             with prec.scope(precision, self.device):
                 out.append(member.encode(modality, x))
         return tuple(out)
 
     def score(self, emb_a: tuple[Any, ...], emb_b: tuple[Any, ...]) -> torch.Tensor:
         """(n_a, n_b) mean of the members' score matrices, float32 on the CPU."""
-        total = None
-        for member, precision, a, b in zip(self.members, self.precisions, emb_a, emb_b):
+        total: torch.Tensor | None = None
+        for member, precision, a, b in zip(self.methods, self.precisions, emb_a, emb_b):
             with prec.scope(precision, self.device):
                 sims = member.score(a, b).float().cpu()
             total = sims if total is None else total + sims
+        if total is None:
+            raise ValueError("an ensemble needs at least one member")
         return total / len(self.members)
 
 
@@ -100,7 +107,8 @@ def ensemble(targets: list[str], device: torch.device, out: Path | None = None,
     method = Ensemble([first, second], precisions, device)
     metrics_spec = P.parse(MetricSpec, results[0]["config"]["metrics"], f"{paths[0]}: config.metrics")
     batch = settings[0].eval_batch_size
-    prof, ranks = Profiler(device), {}
+    prof = Profiler(device)
+    ranks: dict[str, torch.Tensor] = {}
     metrics = runner.full_test(method, data, metrics_spec, batch, prof, device, ranks)
     name = "+".join(r["method"] for r in results)
     path = result_path(out if out is not None else paths[0].parent.parent.parent, results[0]["task"],

@@ -13,7 +13,7 @@ import dataclasses
 import math
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from harness.errors import ConfigError, did_you_mean, unknown
@@ -23,14 +23,20 @@ FLOAT32_MAX = 3.4028234663852886e38  # every float setting fits torch's float32
 INT_LIMIT = 2**63  # every integer setting fits a 64-bit signed integer (what numpy and torch take as a size)
 
 
-def yaml_key(field: dataclasses.Field) -> str:
+def yaml_key(field: dataclasses.Field[Any]) -> str:
     """The name a field has in YAML (its ``metadata['key']`` or its attribute name)."""
-    return field.metadata.get("key", field.name)
+    key: str = field.metadata.get("key", field.name)
+    return key
+
+
+def _fields(cls: type) -> tuple[dataclasses.Field[Any], ...]:
+    """The fields of the parameter dataclass ``cls`` (TypeError when it is no dataclass)."""
+    return dataclasses.fields(cls)
 
 
 def keys(cls: type) -> list[str]:
     """All YAML keys accepted by the parameter dataclass ``cls``."""
-    return [yaml_key(f) for f in dataclasses.fields(cls)]
+    return [yaml_key(f) for f in _fields(cls)]
 
 
 def parse(cls: type[P], raw: Mapping[str, Any] | None, where: str) -> P:
@@ -39,7 +45,7 @@ def parse(cls: type[P], raw: Mapping[str, Any] | None, where: str) -> P:
         raise ConfigError(f"{where} must be a mapping of KEY: VALUE, got {raw!r} ({type(raw).__name__})")
     raw = dict(raw or {})
     hints = typing.get_type_hints(cls)
-    by_key = {yaml_key(f): f for f in dataclasses.fields(cls)}
+    by_key = {yaml_key(f): f for f in _fields(cls)}
     values = {}
     for key, value in raw.items():
         if key not in by_key:
@@ -68,11 +74,12 @@ def bounded(default: Any = dataclasses.MISSING, *, ge: float | None = None, gt: 
     return dataclasses.field(default=default, metadata=meta)
 
 
-_RANGE_WORDS = {"ge": (">=", lambda v, b: v >= b), "gt": (">", lambda v, b: v > b),
-                "le": ("<=", lambda v, b: v <= b), "lt": ("<", lambda v, b: v < b)}
+_Bound = Callable[[float, float], bool]
+_RANGE_WORDS: dict[str, tuple[str, _Bound]] = {"ge": (">=", lambda v, b: v >= b), "gt": (">", lambda v, b: v > b),
+                                              "le": ("<=", lambda v, b: v <= b), "lt": ("<", lambda v, b: v < b)}
 
 
-def check_range(value: Any, field: dataclasses.Field, where: str) -> None:
+def check_range(value: Any, field: dataclasses.Field[Any], where: str) -> None:
     """ConfigError unless ``value`` (each element of a tuple) lies in the range ``field`` declares."""
     limits = field.metadata.get("range") or {}
     for item in (value if isinstance(value, tuple) else (value,)):
@@ -87,7 +94,7 @@ def _range_text(limits: dict[str, float]) -> list[str]:
     return [f"{_RANGE_WORDS[name][0]} {bound}" for name, bound in limits.items()]
 
 
-def _required(field: dataclasses.Field) -> bool:
+def _required(field: dataclasses.Field[Any]) -> bool:
     return field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING
 
 

@@ -13,7 +13,7 @@ import itertools
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, overload
 
 from harness.config import spec as specs
 from harness.config.spec import TaskSpec
@@ -106,7 +106,7 @@ def with_legacy_defaults(old: dict[str, Any], current: dict[str, Any]) -> dict[s
     filled = {k: v for k, v in LEGACY_DEFAULTS.items() if k in flat_new and k not in flat_old}
     if not filled:
         return old
-    out = json.loads(json.dumps(old))
+    out: dict[str, Any] = json.loads(json.dumps(old))
     for key, value in filled.items():
         *parents, leaf = key.split(".")
         node = out
@@ -128,6 +128,10 @@ def diff(base: dict[str, Any], config: dict[str, Any], defaults: dict[str, Any] 
     return {setting_name(k): b.get(k) for k in b.keys() | a.keys() if a.get(k) != b.get(k) and k not in NEUTRAL}
 
 
+@overload
+def resolve_reference(name: str, runs: Iterable[tuple[str, str]]) -> str: ...
+@overload
+def resolve_reference(name: None, runs: Iterable[tuple[str, str]]) -> None: ...
 def resolve_reference(name: str | None, runs: Iterable[tuple[str, str]]) -> str | None:
     """The run a ``--reference`` names: a run folder name (``contrastive@train.epochs=5``) as is, or a method
     name when exactly one run of that method is present. ``runs``: (run name, method) pairs. ConfigError when

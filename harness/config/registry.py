@@ -11,6 +11,7 @@ working. Asking for a name that only the broken file would have registered stops
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib
 import importlib.util
@@ -68,7 +69,7 @@ class Registry(Generic[T]):
                     _registered_by.setdefault(_loading, []).append((self, name, None))
                 raise ConfigError(self._conflicts[name])
             self._items[name] = obj
-            obj.registry_name = name  # type: ignore[attr-defined]
+            obj.registry_name = name  # type: ignore[attr-defined]  # T (a class or function) declares no such attribute
             if _loading is not None:
                 _registered_by.setdefault(_loading, []).append((self, name, obj))
             return obj
@@ -104,12 +105,12 @@ class Registry(Generic[T]):
         return list(self._items.items())
 
 
-METHODS: Registry = Registry("method", requires=("Params",))
-SOURCES: Registry = Registry("data source", requires=("Params", "load"))
-ENCODERS: Registry = Registry("encoder", requires=("Params", "build"))
+METHODS: Registry[type[Any]] = Registry("method", requires=("Params",))
+SOURCES: Registry[type[Any]] = Registry("data source", requires=("Params", "load"))
+ENCODERS: Registry[type[Any]] = Registry("encoder", requires=("Params", "build"))
 # Readers of encoder weights saved by other code: name -> function(state, the method's encoders by modality)
 # returning this harness's keys ('encoders.<modality>.<parameter>'), or None when the state is not in that format.
-STATE_FORMATS: Registry = Registry("encoder state format")
+STATE_FORMATS: Registry[Callable[..., Any]] = Registry("encoder state format")
 
 _discovered = False
 _include: list[Path] = []
@@ -117,7 +118,8 @@ _loaded_files: set[Path] = set()
 _failures: dict[Path, str] = {}  # plugin file -> its import error on one line
 _warned: set[Path] = set()  # failures already reported
 _loading: Path | None = None  # the plugin file being imported by discover()
-_registered_by: dict[Path, list[tuple[Registry, str, Any]]] = {}  # file -> (registry, name, entry or None: a clash)
+# file -> (registry, name, entry or None: a clash)
+_registered_by: dict[Path, list[tuple[Registry[Any], str, Any]]] = {}
 _include_modules: dict[Path, str] = {}  # included file -> its module name
 
 
@@ -173,11 +175,11 @@ def discover() -> None:
         for info in pkgutil.iter_modules(package.__path__):
             if not info.name.startswith("_"):
                 module = f"{package_name}.{info.name}"
-                _load(Path(package.__path__[0]) / f"{info.name}.py", lambda m=module: importlib.import_module(m))
+                _load(Path(package.__path__[0]) / f"{info.name}.py", functools.partial(importlib.import_module, module))
     for path in _include:
         for file in sorted(path.glob("*.py")) if path.is_dir() else [path]:
             if not file.name.startswith("_"):
-                _load(file, lambda f=file: _import_file(f))
+                _load(file, functools.partial(_import_file, file))
 
 
 def _load(file: Path, importer: Callable[[], Any]) -> None:

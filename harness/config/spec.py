@@ -17,7 +17,7 @@ import yaml
 from harness.config import checks, launch
 from harness.config import params as P
 from harness.config.params import bounded
-from harness.config.registry import ENCODERS, METHODS, SOURCES
+from harness.config.registry import ENCODERS, METHODS, SOURCES, Registry
 from harness.errors import ConfigError, did_you_mean, unknown
 from harness.ops.precision import PRECISIONS
 
@@ -183,7 +183,7 @@ class TestSpec:
     path: str = "auto"
     block_a: int = bounded(2048, ge=1, lt=2**24)  # a items per block of the score matrix (both paths)
     block_b: int = bounded(16384, ge=1, lt=2**24)  # b items per block (below 2^24: counts stay exact in float32)
-    search: dict | None = None  # approximate nearest-neighbour search beside the exact ranking (faiss)
+    search: dict[str, Any] | None = None  # approximate nearest-neighbour search beside the exact ranking (faiss)
 
     def check(self, where: str) -> None:
         if self.path not in TEST_PATHS:
@@ -325,7 +325,7 @@ def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]
     return raw
 
 
-def _component(registry, raw: Any, type_key: str, where: str) -> ComponentSpec:
+def _component(registry: Registry[type[Any]], raw: Any, type_key: str, where: str) -> ComponentSpec:
     if not isinstance(raw, dict) or type_key not in raw:
         raise ConfigError(f"{where} must be a mapping with a {type_key!r} key")
     body = dict(raw)

@@ -79,7 +79,8 @@ class ImageFiles:
     def read(self, path: str) -> torch.Tensor:
         """(C, H, W) image of the file ``path``."""
         try:
-            return self.transform(default_loader(path))
+            image: torch.Tensor = self.transform(default_loader(path))
+            return image
         except (OSError, UnidentifiedImageError) as err:
             raise DataError(f"cannot read image {path}: {err}") from err
 

@@ -24,7 +24,7 @@ def load(path: Path, ndim: int | None = None, layout: str = "") -> np.ndarray:
     if magic != _MAGIC:
         raise DataError(f"{path} is not a .npy file (it lacks numpy's header); write it with numpy.save(path, array)")
     try:
-        arr = np.load(path, mmap_mode="r")
+        arr: np.ndarray = np.load(path, mmap_mode="r")
     except (OSError, ValueError, EOFError) as err:
         raise DataError(f"cannot read {path} as a numpy array ({err}); write it again with numpy.save(path, array) "
                         "and an array of numbers") from None

@@ -30,8 +30,9 @@ _VAR = re.compile(r"\$\{(\w+)(?::-([^}]*))?\}")
 def expand_root(text: str) -> Path:
     """A dataset folder named in a task file: ``~`` and ``${NAME}`` / ``${NAME:-default}`` expanded; an
     unset variable without default is an error. Relative paths stay relative to the working directory."""
-    def var(match: re.Match) -> str:
-        name, default = match.group(1), match.group(2)
+    def var(match: re.Match[str]) -> str:
+        name: str = match.group(1)
+        default: str | None = match.group(2)
         if name in os.environ:
             return os.environ[name]
         if default is None:
@@ -54,7 +55,8 @@ def standardize(x: np.ndarray, reference: np.ndarray) -> np.ndarray:
     """Per-feature z-score of ``x`` using the mean and std of ``reference`` (the training split), float32;
     a feature constant in ``reference`` is only centred."""
     mean, std = reference.mean(0), reference.std(0)
-    return ((x - mean) / np.where(std > 0, std, 1.0)).astype(np.float32)
+    out: np.ndarray = ((x - mean) / np.where(std > 0, std, 1.0)).astype(np.float32)
+    return out
 
 
 def take(features: Any, index: torch.Tensor) -> Any:
@@ -147,7 +149,9 @@ def for_device(split: "Split", device: torch.device) -> "Split":
     features, vectors) are gathered into pinned memory (:class:`PinnedRows`); unchanged elsewhere."""
     if device.type != "cuda":
         return split
-    wrap = lambda f: PinnedRows(f) if isinstance(f, (torch.Tensor, ArrayRows)) else f  # noqa: E731
+    def wrap(f: Any) -> Any:
+        return PinnedRows(f) if isinstance(f, (torch.Tensor, ArrayRows)) else f
+
     return dataclasses.replace(split, a=wrap(split.a), b=wrap(split.b))
 
 

@@ -40,14 +40,16 @@ HOWTO100M_PUBLISHED = (
 def unit_rows(x: np.ndarray) -> np.ndarray:
     """Rows (or a single vector) scaled to unit L2 norm; zero rows stay zero."""
     norm = np.linalg.norm(x, axis=-1, keepdims=True)
-    return x / np.maximum(norm, 1e-12)
+    out: np.ndarray = x / np.maximum(norm, 1e-12)
+    return out
 
 
 def pool_frames(frames: np.ndarray, how: str) -> np.ndarray:
     """(T, d) frame features -> (d,) by the mean or the max over time; a (d,) vector passes through."""
     if frames.ndim == 1:
         return frames
-    return frames.mean(0) if how == "mean" else frames.max(0)
+    pooled: np.ndarray = frames.mean(0) if how == "mean" else frames.max(0)
+    return pooled
 
 
 def howto_video(feat_2d: Any, feat_3d: Any, where: str) -> np.ndarray:

@@ -92,7 +92,8 @@ class CNNEncoder(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.rgb:
             x = x.expand(-1, 3, -1, -1)
-        return self.head(self.attention(self.features(x)))  # (B, dim)
+        out: torch.Tensor = self.head(self.attention(self.features(x)))  # (B, dim)
+        return out
 
 
 def _backbone(in_channels: int, p: CNNParams) -> tuple[nn.Module, nn.Module, int]:

@@ -61,7 +61,8 @@ class WordMaxPool(nn.Module):
     def forward(self, x: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
         ids, _ = x  # (B, L); padding included on purpose (module docstring)
         words = F.relu(self.pool(self.embed(ids)))  # (B, L, H)
-        return self.gate(words.amax(1))  # (B, D)
+        out: torch.Tensor = self.gate(words.amax(1))  # (B, D)
+        return out
 
 
 @dataclass(frozen=True)

@@ -39,7 +39,8 @@ class Linear(nn.Module):
                     self.proj.bias.zero_()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # (B, *in) -> (B, dim)
-        return self.proj(x.flatten(1))
+        out: torch.Tensor = self.proj(x.flatten(1))
+        return out
 
 
 @ENCODERS.register("linear")

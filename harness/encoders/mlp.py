@@ -35,7 +35,8 @@ class MLP(nn.Module):
         self.out_dim = dim
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # (B, *in) -> (B, dim)
-        return self.net(x)
+        out: torch.Tensor = self.net(x)
+        return out
 
 
 @ENCODERS.register("mlp")

@@ -10,6 +10,7 @@ as -inf: never a hit.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 
 import torch
 
@@ -157,7 +158,8 @@ def precisions_at(sims: torch.Tensor, relevant: torch.Tensor, k: int, chunk_elem
     return torch.cat(out) if out else sims.new_zeros(0, dtype=torch.float64)
 
 
-def _ordered_chunks(sims: torch.Tensor, relevant: torch.Tensor, chunk_elems: int):
+def _ordered_chunks(sims: torch.Tensor, relevant: torch.Tensor,
+                    chunk_elems: int) -> Iterator[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
     """(scores, relevance, pessimistic order) of consecutive blocks of queries of about ``chunk_elems``."""
     rows = max(1, chunk_elems // max(1, sims.shape[1]))
     for lo in range(0, sims.shape[0], rows):

@@ -206,7 +206,7 @@ def solve(xs: list[torch.Tensor], eta: float, n_iters: int, *, from_logits: bool
     works = [torch.empty(2 * x.shape[0] + 3 * k) for x in xs]
     fp = ctypes.POINTER(ctypes.c_float)
 
-    def ptrs(ts: list[torch.Tensor]):
+    def ptrs(ts: list[torch.Tensor]) -> ctypes.Array[ctypes._Pointer[ctypes.c_float]]:
         return (fp * len(ts))(*[ctypes.cast(t.data_ptr(), fp) for t in ts])
 
     count = len(xs)

@@ -165,7 +165,7 @@ class _Compiled:
         self.failed: str | None = None
         self.seconds: dict[str, float] = {}
         self.calls = 0
-        self.scalars: dict[tuple, torch.Tensor] = {}
+        self.scalars: dict[tuple[float, torch.dtype, str], torch.Tensor] = {}
 
     def scalar(self, value: float, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
         """A 0-d tensor of ``value`` on ``device``, made once: a new one per call would copy from the host
@@ -189,10 +189,11 @@ class _Compiled:
         key = (f"{x.device.type}/{x.dtype}/K={x.shape[1]}/iters={n_iters}/from_logits={from_logits}/"
                f"threads={torch.get_num_threads()}")
         if key in self.seconds:
-            return self.fn(x, eta_t, log_n, log_k, n_iters, from_logits)
+            compiled: torch.Tensor = self.fn(x, eta_t, log_n, log_k, n_iters, from_logits)
+            return compiled
         start = time.perf_counter()
         with torch._dynamo.config.patch(recompile_limit=max(64, torch._dynamo.config.recompile_limit)):
-            out = self.fn(x, eta_t, log_n, log_k, n_iters, from_logits)
+            out: torch.Tensor = self.fn(x, eta_t, log_n, log_k, n_iters, from_logits)
         self.seconds[key] = time.perf_counter() - start
         return out
 
@@ -205,8 +206,9 @@ def compile_seconds() -> dict[str, float]:
     inductor's on-disk cache, plus one run), by signature, and of the native kernel's build or cache lookup
     (``native``); empty while neither was used."""
     seconds = dict(_COMPILED.seconds)
-    if native.build_seconds() is not None:
-        seconds["native"] = native.build_seconds()
+    native_seconds = native.build_seconds()
+    if native_seconds is not None:
+        seconds["native"] = native_seconds
     return seconds
 
 
@@ -266,7 +268,9 @@ def fused_sinkhorn_pair(logits: list[torch.Tensor], eta: float, n_iters: int = 3
     mode = resolve_compile(compile)
     for x in logits:
         _check_args(x, n_iters)
-    cut = (lambda q: q) if rows is None else (lambda q: q[:rows])
+    def cut(q: torch.Tensor) -> torch.Tensor:
+        return q if rows is None else q[:rows]
+
     if _native_ready(mode, logits):
         qs = native.solve(list(logits), float(eta), n_iters, from_logits=from_logits, rows=rows)
         if qs is not None:

@@ -33,7 +33,7 @@ def tf32_switches(enabled: bool) -> Iterator[None]:
         matmul.allow_tf32, cudnn.allow_tf32 = before
 
 
-def autocast(precision: str, device: torch.device) -> contextlib.AbstractContextManager:
+def autocast(precision: str, device: torch.device) -> contextlib.AbstractContextManager[Any]:
     """bfloat16 autocast on ``device``'s type for ``bf16``; a no-op context otherwise."""
     if precision == "bf16":
         return torch.autocast(device.type, dtype=torch.bfloat16)
@@ -48,7 +48,8 @@ def scope(precision: str, device: torch.device) -> Iterator[None]:
         yield
 
 
-def _wrapped(fn: Callable[..., Any], context: Callable[[], contextlib.AbstractContextManager]) -> Callable[..., Any]:
+def _wrapped(fn: Callable[..., Any],
+             context: Callable[[], contextlib.AbstractContextManager[Any]]) -> Callable[..., Any]:
     @functools.wraps(fn)
     def call(*args: Any, **kwargs: Any) -> Any:
         with context():

@@ -22,6 +22,10 @@ class EmbeddingQueue(nn.Module):
     host–device synchronisation). The host copy is set from the buffer when a state is loaded.
     """
 
+    a: torch.Tensor  # buffers (register_buffer), newest rows first
+    b: torch.Tensor
+    filled: torch.Tensor
+
     def __init__(self, size: int, dim: int):
         super().__init__()
         self.size = size
@@ -29,7 +33,9 @@ class EmbeddingQueue(nn.Module):
         self.register_buffer("b", torch.zeros(size, dim))
         self.register_buffer("filled", torch.zeros((), dtype=torch.long))
         self.n_filled = 0  # host copy of ``filled``
-        self.register_load_state_dict_post_hook(lambda module, keys: module.sync_count())
+        # torch declares this method without annotations
+        self.register_load_state_dict_post_hook(  # type: ignore[no-untyped-call]
+            lambda module, keys: module.sync_count())
 
     def sync_count(self) -> None:
         """Read the fill count from the buffer (after a checkpoint was loaded into it)."""

@@ -25,6 +25,7 @@ precision is asked for, and k entries per query for mAP@k and P@k.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import torch
@@ -34,7 +35,8 @@ from harness.ops.metrics import ap_of_sorted, order_of_clean, ordering_scores
 ORIENTATIONS = ("a", "b")
 
 
-def stream(scores_of, n_a: int, n_b: int, ranker: "StreamRanker", block_a: int, block_b: int) -> None:
+def stream(scores_of: Callable[[int, int, int, int], torch.Tensor], n_a: int, n_b: int, ranker: "StreamRanker",
+           block_a: int, block_b: int) -> None:
     """Both passes of ``ranker`` over the blocks of an (n_a, n_b) score matrix; ``scores_of(a_lo, a_hi, b_lo, b_hi)``
     returns one block's float32 CPU scores (the caller times it)."""
     ranker.holding = set()
@@ -69,15 +71,28 @@ class Relevance:
     def block(self, a_lo: int, a_hi: int, b_lo: int, b_hi: int) -> torch.Tensor:
         """(a_hi - a_lo, b_hi - b_lo) bool mask of the block."""
         if self.kind == "pair":
-            return torch.arange(a_lo, a_hi)[:, None] == self.b_to_a[b_lo:b_hi][None, :]
-        return self.labels_a[a_lo:a_hi][:, None] == self.labels_b[b_lo:b_hi][None, :]
+            return torch.arange(a_lo, a_hi)[:, None] == self._pairs()[b_lo:b_hi][None, :]
+        labels_a, labels_b = self._labels()
+        return labels_a[a_lo:a_hi][:, None] == labels_b[b_lo:b_hi][None, :]
 
     def counts(self, n_a: int, n_b: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Relevant items per a item (n_a,) and per b item (n_b,), int64, without forming the mask."""
         if self.kind == "pair":
-            inside = (self.b_to_a >= 0) & (self.b_to_a < n_a)
-            return torch.bincount(self.b_to_a[inside].long(), minlength=n_a), inside.long()
-        return _label_counts(self.labels_a, self.labels_b), _label_counts(self.labels_b, self.labels_a)
+            b_to_a = self._pairs()
+            inside = (b_to_a >= 0) & (b_to_a < n_a)
+            return torch.bincount(b_to_a[inside].long(), minlength=n_a), inside.long()
+        labels_a, labels_b = self._labels()
+        return _label_counts(labels_a, labels_b), _label_counts(labels_b, labels_a)
+
+    def _pairs(self) -> torch.Tensor:
+        if self.b_to_a is None:  # the constructor requires it for 'pair'
+            raise ValueError("pair relevance needs b_to_a")
+        return self.b_to_a
+
+    def _labels(self) -> tuple[torch.Tensor, torch.Tensor]:
+        if self.labels_a is None or self.labels_b is None:  # the constructor requires them for 'class'
+            raise ValueError("class relevance needs labels_a and labels_b")
+        return self.labels_a, self.labels_b
 
 
 def _label_counts(queries: torch.Tensor, gallery: torch.Tensor) -> torch.Tensor:
@@ -133,6 +148,12 @@ class _Side:
         self.hist_ge: torch.Tensor | None = None  # (n, m_max + 1) items by how many relevant scores they reach
         self.hist_gt: torch.Tensor | None = None  # (n, m_max + 1) items by how many relevant scores they exceed
         self.top: dict[int, tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = {}  # query lo -> (scores, rel, idx)
+
+    def laid_out(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(sorted, gallery, hist_ge, hist_gt), which :meth:`StreamRanker.finish_first` lays out for AP."""
+        if self.sorted is None or self.gallery is None or self.hist_ge is None or self.hist_gt is None:
+            raise RuntimeError("average precision needs StreamRanker.finish_first with Wanted.ap")
+        return self.sorted, self.gallery, self.hist_ge, self.hist_gt
 
 
 class StreamRanker:
@@ -233,7 +254,7 @@ class StreamRanker:
             row_nan, col_nan = nan.any(1), nan.any(0)
         detail = self.wanted.ap or self.wanted.top
         if detail or self.holding is None or (a_lo, b_lo) in self.holding:
-            masks: dict[str, torch.Tensor | None] = self.masks(a_lo, a_hi, b_lo, b_hi)
+            masks: Mapping[str, torch.Tensor | None] = self.masks(a_lo, a_hi, b_lo, b_hi)
         else:  # no relevant pair here (first pass): every item counts against the queries it reaches
             masks = dict.fromkeys(self.relevances)
         ordered = ordering_scores(s) if detail else None
@@ -262,6 +283,8 @@ class StreamRanker:
                     side.has_nan[q] |= row_nan if o == "a" else col_nan
                 if not (self.wanted.ap or self.wanted.top):
                     continue
+                # with AP or a top list (detail) every block's masks are formed and its ordering scores computed
+                assert ordered is not None and mask is not None
                 if o == "a":
                     q_lo, g_lo, view, rel = a_lo, b_lo, ordered, mask
                 else:
@@ -282,10 +305,11 @@ class StreamRanker:
         """Add each item of ``view`` (rows are queries from ``q_lo``) to the histograms of how many of its query's
         relevant scores it reaches (>=) and exceeds (>)."""
         rows = view.shape[0]
-        ref = side.sorted[q_lo:q_lo + rows]
+        side_sorted, _, hist_ge, hist_gt = side.laid_out()
+        ref = side_sorted[q_lo:q_lo + rows]
         width = ref.shape[1] + 1
         base = (torch.arange(rows) * width)[:, None]
-        for right, hist in ((True, side.hist_ge), (False, side.hist_gt)):
+        for right, hist in ((True, hist_ge), (False, hist_gt)):
             pos = torch.searchsorted(ref, view, right=right)  # relevant scores <= (right) or < each item's score
             hist[q_lo:q_lo + rows] += torch.bincount((pos + base).view(-1), minlength=rows * width).view(rows, width)
 
@@ -330,7 +354,7 @@ class StreamRanker:
             hi = min(side.n, lo + rows)
             if w.ap:
                 weighted = torch.zeros(hi - lo, side.g, dtype=torch.float64)  # hits * precision, in ranked order
-                real = side.gallery[lo:hi] >= 0
+                real = side.laid_out()[1][lo:hi] >= 0
                 q = torch.arange(hi - lo)[:, None].expand_as(real)[real]
                 weighted[q, position[lo:hi][real]] = precision[lo:hi][real]
                 n_relevant = side.m[lo:hi].double()
@@ -348,12 +372,13 @@ class StreamRanker:
         """(n, m_max) position of each relevant item in its query's pessimistic order, and the precision there
         (relevant items / items scoring at least as high)."""
         m = side.m[:, None]
-        reached = side.hist_ge.flip(1).cumsum(1).flip(1)[:, 1:]  # items scoring >= each relevant score
-        exceeded = side.hist_gt.flip(1).cumsum(1).flip(1)[:, 1:]  # items scoring > it
-        left = torch.searchsorted(side.sorted, side.sorted, right=False).clamp_max(m)
-        right = torch.searchsorted(side.sorted, side.sorted, right=True).clamp_max(m)
+        side_sorted, _, hist_ge, hist_gt = side.laid_out()
+        reached = hist_ge.flip(1).cumsum(1).flip(1)[:, 1:]  # items scoring >= each relevant score
+        exceeded = hist_gt.flip(1).cumsum(1).flip(1)[:, 1:]  # items scoring > it
+        left = torch.searchsorted(side_sorted, side_sorted, right=False).clamp_max(m)
+        right = torch.searchsorted(side_sorted, side_sorted, right=True).clamp_max(m)
         rel_reached, rel_exceeded = m - left, m - right
-        slot = torch.arange(side.sorted.shape[1])[None, :]
+        slot = torch.arange(side_sorted.shape[1])[None, :]
         tied_before = slot - left  # tied relevant items with lower gallery indices
         position = exceeded + (reached - exceeded - (rel_reached - rel_exceeded)) + tied_before
         precision = rel_reached.double() / reached.double()

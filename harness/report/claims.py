@@ -125,7 +125,8 @@ def render(lines: list[Line], fmt: str = "simple", link_prefix: str = "") -> str
         ours = line.ours + (f" {line.interval}" if line.interval else "")
         rows.append([line.claim, line.paper, ours, line.verdict, line.hardware or "–", evidence])
     header = ["claim", "paper", "ours (95% CI or range)", "verdict", "hardware", "evidence"]
-    return tabulate(rows, header, tablefmt="github" if fmt == "md" else fmt, disable_numparse=True)
+    table: str = tabulate(rows, header, tablefmt="github" if fmt == "md" else fmt, disable_numparse=True)
+    return table
 
 
 def summary(lines: list[Line]) -> str:

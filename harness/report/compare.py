@@ -123,8 +123,9 @@ def render(changes: Sequence[Change], fmt: str = "simple", only_flagged: bool = 
     rows = [[c.task, c.run, c.metric, _cell(c.old), _cell(c.new), f"{c.diff:+.2f}", c.test or "—",
              "—" if c.p is None or math.isnan(c.p) else f"{c.p:.3g}", "CHANGED" if c.flagged else ""]
             for c in changes if c.flagged or not only_flagged]
-    return tabulate(rows, ["task", "run", "metric", "OLD", "NEW", "Δ", "test", "p", ""], tablefmt=fmt,
-                    disable_numparse=True)
+    table: str = tabulate(rows, ["task", "run", "metric", "OLD", "NEW", "Δ", "test", "p", ""], tablefmt=fmt,
+                          disable_numparse=True)
+    return table
 
 
 def cmd(args: argparse.Namespace) -> int:
@@ -140,7 +141,8 @@ def cmd(args: argparse.Namespace) -> int:
         if not results:
             raise ConfigError(f"{name} {folder}: no result files (<task>/<run>/seed<k>.json) under it")
         sides.append(results)
-    changes, notes = compare(*sides, metrics=args.metric, alpha=args.alpha, min_diff=args.min_diff)
+    old, new = sides
+    changes, notes = compare(old, new, metrics=args.metric, alpha=args.alpha, min_diff=args.min_diff)
     print(render(changes, args.format, only_flagged=args.only_flagged))
     for note in notes:
         print(note)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any
 
 from harness.errors import ConfigError
 from harness.report import tables
@@ -47,7 +48,7 @@ def cmd(args: argparse.Namespace) -> int:
     return 0
 
 
-def show(folder: Path, results: list[dict], reference: str | None, test_stat: str | None) -> None:
+def show(folder: Path, results: list[dict[str, Any]], reference: str | None, test_stat: str | None) -> None:
     """Print and write the tables of every result file in ``folder`` (this command's ``results`` and those
     already there), with the command's --reference/--test-stat or else the ones the folder's tables record;
     runs timed on another machine keep the folder's tables from being written (they are printed apart)."""
@@ -72,7 +73,7 @@ def show(folder: Path, results: list[dict], reference: str | None, test_stat: st
     print(f"\nresults: {folder}/<run>/seed<k>.json; tables: {', '.join(str(p) for p in paths)}")
 
 
-def print_tables(results: list[dict], reference: str | None = None, test_stat: str | None = None) -> None:
+def print_tables(results: list[dict[str, Any]], reference: str | None = None, test_stat: str | None = None) -> None:
     """The accuracy and timing tables of ``results`` on the console."""
     rendered = tables.render(results, "simple", reference=reference, test_stat=test_stat)
     print(f"\nAccuracy (test split, %; mean ± std over seeds)\n{rendered['accuracy']}")

@@ -76,8 +76,8 @@ def render(text: str, link: Link | None = None, shift: int = 0) -> str:
         if not line.strip() or _RULE.match(line) and not _ITEM.match(line):
             out.append("<hr>" if line.strip() else "")
             i += 1
-        elif _FENCE.match(line):
-            fence = _FENCE.match(line).group(1)
+        elif fence_match := _FENCE.match(line):
+            fence = fence_match.group(1)
             body, i = [], i + 1
             while i < len(lines) and not lines[i].strip().startswith(fence):
                 body.append(lines[i])
@@ -90,8 +90,8 @@ def render(text: str, link: Link | None = None, shift: int = 0) -> str:
                 body.append(lines[i][4:] if lines[i].startswith("    ") else lines[i].lstrip("\t"))
                 i += 1
             out.append(f"<pre><code>{html.escape(chr(10).join(body).rstrip())}</code></pre>")
-        elif _HEADING.match(line):
-            hashes, title = _HEADING.match(line).groups()
+        elif heading := _HEADING.match(line):
+            hashes, title = heading.groups()
             level = min(6, len(hashes) + shift)
             out.append(f'<h{level} id="{html.escape(slug(title))}">{inline(title, link)}</h{level}>')
             i += 1
@@ -103,8 +103,8 @@ def render(text: str, link: Link | None = None, shift: int = 0) -> str:
                 i += 1
             out.append(f'<div class="scroll"><table class="note-table"><thead><tr>{head}</tr></thead>'
                        f"<tbody>{''.join(body)}</tbody></table></div>")
-        elif _ITEM.match(line):
-            ordered = _ITEM.match(line).group(2)[0].isdigit()
+        elif item := _ITEM.match(line):
+            ordered = item.group(2)[0].isdigit()
             items: list[list[str]] = []
             while i < len(lines) and lines[i].strip():
                 m = _ITEM.match(lines[i])

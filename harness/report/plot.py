@@ -66,7 +66,8 @@ def parse_x(text: str) -> Axis:
 def varied(result: dict[str, Any]) -> dict[str, Any]:
     """Settings in which a run differs from its task file; older files: rebuilt from their overrides."""
     if "varied" in result:
-        return result["varied"]
+        recorded: dict[str, Any] = result["varied"]
+        return recorded
     out = {}
     for override in result.get("overrides") or []:
         key, _, value = override.partition("=")
@@ -96,7 +97,7 @@ def x_value(result: dict[str, Any], axis: Axis) -> Any:
 def on_axis(result: dict[str, Any], axis: Axis) -> bool:
     """Whether the run's method belongs on the figure (whatever else the run varies)."""
     if axis.method is not None:
-        return result["method"] == axis.method
+        return bool(result["method"] == axis.method)
     return axis.in_section or axis.key in result["config"].get("method", {}) or axis.key in varied(result)
 
 
@@ -150,7 +151,7 @@ def is_numeric(xs: list[Any]) -> bool:
     return all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in xs)
 
 
-def order(x: Any) -> tuple:
+def order(x: Any) -> tuple[int, Any, str]:
     """Sort key of x values: numbers by value, before anything else by type name and text."""
     return (0, x, "") if is_numeric([x]) else (1, 0, f"{type(x).__name__}:{x}")
 
@@ -232,9 +233,9 @@ def _overlap(fig: Any, ax: Any) -> bool:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
     canvas = FigureCanvasAgg(fig)
-    canvas.draw()
-    boxes = [t.get_window_extent(canvas.get_renderer())
-             for t in ax.get_xticklabels() if t.get_visible() and t.get_text()]
+    canvas.draw()  # type: ignore[no-untyped-call]  # matplotlib's backend_agg leaves it unannotated
+    renderer = canvas.get_renderer()  # type: ignore[no-untyped-call]  # likewise
+    boxes = [t.get_window_extent(renderer) for t in ax.get_xticklabels() if t.get_visible() and t.get_text()]
     boxes.sort(key=lambda b: b.x0)
     return any(b.x0 - a.x1 < 2 for a, b in zip(boxes, boxes[1:]))
 

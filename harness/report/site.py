@@ -21,6 +21,8 @@ import re
 import shutil
 import statistics
 import time
+from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -77,13 +79,14 @@ class ResultSet:
 
     @property
     def select(self) -> str:
-        return self.results[0]["config"]["train"]["select"]
+        select: str = self.results[0]["config"]["train"]["select"]
+        return select
 
 
 def find_sets(folders: list[Path]) -> list[ResultSet]:
     """Every result set under ``folders`` (sorted by task, then folder); ConfigError when there is none."""
     sets: dict[tuple[Path, str], list[dict[str, Any]]] = {}
-    roots = {}
+    roots: dict[tuple[Path, str], Path] = {}
     for root in folders:
         if not root.is_dir():
             raise ConfigError(f"{root} is not a folder; give folders that hold result files (<run>/seed<k>.json)")
@@ -144,7 +147,7 @@ _MISSING = {"", "–", "-", "?", "n/a", "none"}
 _CHUNK = re.compile(r"(\d+(?:\.\d+)?)")
 
 
-def sort_key(text: str) -> tuple:
+def sort_key(text: str) -> tuple[Any, ...]:
     """How a table cell sorts: dates as dates and numbers by value (before text); text in natural order, its
     numbers by value, so that run names of a sweep sort by the swept setting ('swamp@K=20' < 'swamp@K=500' <
     'swamp@K=2000'); empty and '–' cells last."""
@@ -163,7 +166,7 @@ def sort_key(text: str) -> tuple:
     return (1, 0.0, _natural(text))
 
 
-def _natural(text: str) -> tuple:
+def _natural(text: str) -> tuple[tuple[str, float], ...]:
     """Text split into (words, number) pairs, compared word by word and number by value."""
     chunks = _CHUNK.split(text.lower())
     return tuple((chunks[i], float(chunks[i + 1]) if i + 1 < len(chunks) else -1.0) for i in range(0, len(chunks), 2))
@@ -422,7 +425,7 @@ def _colours(n: int) -> list[Any]:
     return [cmap(i % cmap.N) for i in range(n)]
 
 
-def _log_bars(ax: Any, ys: list[float], values: list[float], estimated: list[bool], floor: float,
+def _log_bars(ax: Any, ys: Sequence[float], values: list[float], estimated: list[bool], floor: float,
               height: float = 0.8, colour: str = "C0", label: str = "", hatched: bool = False) -> None:
     """Horizontal bars on a log scale from ``floor`` (below the smallest value), each labelled with its value in
     human numbers ('≈' and hatched when extrapolated; every bar hatched when ``hatched``)."""
@@ -734,7 +737,7 @@ def page(rs: ResultSet, out: Path, fmt: str, figures: bool = True, render: bool 
                       "provenance": table_view(*provenance_rows(rs), "provenance")}}
 
 
-def _href(target: str, base: Path, slugs: dict[Path, str], pages: set[Path]) -> str | None:
+def _href(target: str, base: Path, slugs: dict[Path, str], pages: AbstractSet[Path]) -> str | None:
     """Where a relative link of a note or reading (``target``, relative to ``base``) points inside the site: the
     page of the result set that holds the file, the page a ``docs/results/tasks/`` page became, or a reading the
     site holds (``pages``); None when the site has no such page."""
@@ -749,19 +752,24 @@ def _href(target: str, base: Path, slugs: dict[Path, str], pages: set[Path]) -> 
     return None
 
 
+def _links_from(base: Path, slugs: dict[Path, str], pages: AbstractSet[Path]) -> markdown.Link:
+    """The link rewriter of a note or reading in ``base`` (:func:`_href`)."""
+    return lambda target: _href(target, base, slugs, pages)
+
+
 def context(rs: ResultSet, sets: list[ResultSet], out: Path, fmt: str, home: Path | None = None,
-            held: set[Path] = frozenset()) -> dict[str, Any]:
+            held: AbstractSet[Path] = frozenset()) -> dict[str, Any]:
     """What a page says beyond its runs: the other sets of its task, the notes beside its folder and the readings
     that discuss it. In the site, notes are rendered in place and readings are pages of their own
     (``reading-<name>.html``, the ``held`` ones); Markdown pages link both where they lie."""
     slugs = {s.folder.resolve(): s.slug for s in sets}
     others = [(s.name, f"{s.slug}.{fmt}", summary(s)["hardware"]) for s in related(rs, sets)]
     top = project_root(rs.folder)
-    named = [(r.relative_to(top).as_posix(), r) for r in readings(rs)]
+    named = [(r.relative_to(top).as_posix(), r) for r in readings(rs)] if top is not None else []  # None: none
     if fmt == "html":
         return {"related": others,
                 "notes": [(_note_name(n, rs), markdown.render(n.read_text(encoding="utf-8"),
-                                                               lambda t, b=n.parent: _href(t, b, slugs, held), shift=2))
+                                                               _links_from(n.parent, slugs, held), shift=2))
                           for n in notes(rs)],
                 "readings": [(name, f"reading-{r.stem}.html") for name, r in named]}
     where = home or out
@@ -783,7 +791,7 @@ def write_readings(sets: list[ResultSet], held: set[Path], out: Path, env: Any, 
         top = project_root(reading.parent)
         path = out / f"reading-{reading.stem}.html"
         body = markdown.render(reading.read_text(encoding="utf-8"),
-                               lambda t, b=reading.parent: _href(t, b, slugs, held))
+                               _links_from(reading.parent, slugs, held))
         write_text_atomic(path, env.get_template("reading.html").render(
             name=reading.relative_to(top).as_posix() if top else reading.name, body=body, command=command_line))
         written.append(path)
@@ -812,9 +820,12 @@ def build(folders: list[Path], out: Path, fmt: str = "html", figures: bool = Tru
         info = page(rs, out, fmt, figures, render, home)
         info.update(context(rs, sets, out, fmt, home, held))
         if md:
-            info["accuracy_md"] = tables._format(*info["accuracy"], "md")
-            info["timing_md"] = tables._format(*info["timing"], "md")
-            info["provenance_md"] = tables._format(*info["provenance"], [], "md")
+            accuracy: tuple[list[str], list[list[str]], list[str]] = info["accuracy"]
+            timing: tuple[list[str], list[list[str]], list[str]] = info["timing"]
+            provenance: tuple[list[str], list[list[str]]] = info["provenance"]
+            info["accuracy_md"] = tables._format(*accuracy, "md")
+            info["timing_md"] = tables._format(*timing, "md")
+            info["provenance_md"] = tables._format(*provenance, [], "md")
         path = out / f"{rs.slug}.{fmt}"
         write_text_atomic(path, env.get_template(f"task.{fmt}").render(**info, command=command_line))
         pages.append(info)

@@ -129,9 +129,11 @@ def _query_diffs(ranks: np.ndarray, reference: np.ndarray, ks: Sequence[int], ke
     if len(r) == 0:
         raise ConfigError(f"ranks {key!r}: no queries")
     if not ks:
-        return 100.0 * (r.astype(float) - ref.astype(float))
+        diff: np.ndarray = 100.0 * (r.astype(float) - ref.astype(float))
+        return diff
     hits = sum((r <= k).astype(float) - (ref <= k).astype(float) for k in ks)
-    return 100.0 * hits
+    scaled: np.ndarray = 100.0 * hits
+    return scaled
 
 
 def paired_bootstrap(ranks: Mapping[str, np.ndarray], reference: Mapping[str, np.ndarray], ks: Sequence[int], *,
@@ -243,7 +245,7 @@ def compare_runs(runs: Sequence[Mapping[str, Any]], reference: Sequence[Mapping[
     for r in sorted(runs, key=lambda r: r["seed"]):
         theirs = load_ranks(ref_by_seed[r["seed"]], keys) if r["seed"] in ref_by_seed else None
         mine = load_ranks(r, keys) if theirs is not None else None
-        if mine is None:
+        if mine is None or theirs is None:
             continue
         try:
             boots[r["seed"]] = paired_bootstrap(mine, theirs, ks, n_resamples=n_resamples, seed=seed)

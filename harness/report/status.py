@@ -87,12 +87,13 @@ def job_states(out: Path, tasks: set[str]) -> dict[tuple[str, str, int], tuple[s
     return states
 
 
-def table(out: Path, runs: list[tuple[str, str, int]]) -> tuple[list[list[Any]], Counter]:
+def table(out: Path, runs: list[tuple[str, str, int]]) -> tuple[list[list[Any]], Counter[str]]:
     """The rows (task, run, seed, state, job, job state) and the count of each state."""
     from harness.store.schema import result_path
 
     jobs = job_states(out, {t for t, _, _ in runs})
-    rows, counts = [], Counter()
+    rows: list[list[Any]] = []
+    counts: Counter[str] = Counter()
     for task, run, seed in runs:
         state = run_state(result_path(out, task, run, seed))
         counts[state] += 1
@@ -101,7 +102,7 @@ def table(out: Path, runs: list[tuple[str, str, int]]) -> tuple[list[list[Any]],
     return rows, counts
 
 
-def show(out: Path, planned: list[tuple[str, str, int]] | None, fmt: str = "simple") -> Counter:
+def show(out: Path, planned: list[tuple[str, str, int]] | None, fmt: str = "simple") -> Counter[str]:
     """Print the table of the ``planned`` runs (None: every run found under ``out``) and the counts."""
     if not out.is_dir():
         raise ConfigError(f"{out} is not a results folder; pass the --out folder of `python -m harness run` "

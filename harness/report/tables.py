@@ -253,7 +253,8 @@ def _published_rsum(published: dict[str, Any], names: list[str], name: str) -> f
     if not name.endswith("rsum"):
         return None
     recalls = [published.get(n) for n in names if "/R@" in n and "class_" not in n]
-    return None if not recalls or None in recalls else round(sum(recalls), 2)
+    known = [r for r in recalls if r is not None]
+    return None if not recalls or len(known) < len(recalls) else round(sum(known), 2)
 
 
 def _published(value: Any) -> str:
@@ -304,7 +305,8 @@ def timing_rows(results: list[dict[str, Any]], reference: str | None = None) -> 
 
 
 def _precision(result: dict[str, Any]) -> str:
-    return (result.get("config") or {}).get("train", {}).get("precision", TrainSpec.precision)
+    precision: str = (result.get("config") or {}).get("train", {}).get("precision", TrainSpec.precision)
+    return precision
 
 
 def _protocol_tags(results: list[dict[str, Any]]) -> list[str]:
@@ -507,7 +509,7 @@ def table_data(results: list[dict[str, Any]], reference: str | None, test_stat: 
 
 def _format(header: list[str], rows: list[list[str]], footnote: list[str], fmt: str) -> str:
     """One table in ``fmt``, footnote lines below it (paragraphs in md, a small-print paragraph in tex)."""
-    text = tabulate(rows, headers=header, tablefmt=FORMATS.get(fmt, fmt), disable_numparse=True)
+    text: str = tabulate(rows, headers=header, tablefmt=FORMATS.get(fmt, fmt), disable_numparse=True)
     if not footnote:
         return text
     if fmt == "md":

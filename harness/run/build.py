@@ -17,6 +17,8 @@ from harness.data.paired import PairedData
 from harness.errors import ConfigError, did_you_mean
 from harness.method import Method
 
+MethodEntry = tuple[type[Method], Any]  # a method's class and its validated Params
+
 
 def resolve_device(name: str) -> torch.device:
     """'auto' picks CUDA when present; an explicit CUDA device that is absent is an error."""
@@ -40,10 +42,11 @@ def resolve_device(name: str) -> torch.device:
 def load_source(spec: TaskSpec) -> PairedData:
     """The task's dataset, loaded through its registered source (unchecked: see
     :func:`harness.run.preflight.check_data`)."""
-    return SOURCES.get(spec.dataset.kind).load(spec.dataset.params)
+    data: PairedData = SOURCES.get(spec.dataset.kind).load(spec.dataset.params)
+    return data
 
 
-def component(registry: Registry, body: dict[str, Any], type_key: str, where: str,
+def component(registry: Registry[type[Any]], body: dict[str, Any], type_key: str, where: str,
               drop: tuple[str, ...] = ()) -> tuple[Any, Any]:
     """(registered class, validated Params) of a resolved config entry such as {"type": "mlp", "dim": 5}."""
     body = {k: v for k, v in body.items() if k not in drop}
@@ -68,8 +71,8 @@ def auto_width(shapes: dict[str, tuple[int, ...]]) -> int:
     return max(1, min(width, AUTO_WIDTH_CAP))
 
 
-def settle(method: tuple[type, Any], encoders: dict[str, tuple[Any, Any]], data: PairedData, batch_size: int,
-           where: str) -> tuple[tuple[type, Any], dict[str, tuple[Any, Any]], dict[str, Any]]:
+def settle(method: MethodEntry, encoders: dict[str, tuple[Any, Any]], data: PairedData, batch_size: int,
+           where: str) -> tuple[MethodEntry, dict[str, tuple[Any, Any]], dict[str, Any]]:
     """``method`` and ``encoders`` (class, params) with every ``auto`` setting replaced by the value the data give
     it: an encoder's ``dim: auto`` by :func:`auto_width`, a method's by its ``settle`` (SwAMP's K and queue from the
     number of training pairs). Also returns those values by resolved-config key (``encoders.a.dim``,
@@ -93,7 +96,7 @@ def settle(method: tuple[type, Any], encoders: dict[str, tuple[Any, Any]], data:
     return (method_cls, settled), out, resolved
 
 
-def _settle_spec(spec: TaskSpec, name: str, data: PairedData) -> tuple[tuple[type, Any],
+def _settle_spec(spec: TaskSpec, name: str, data: PairedData) -> tuple[MethodEntry,
                                                                      dict[str, tuple[Any, Any]], dict[str, Any]]:
     """:func:`settle` of method ``name`` of ``spec`` and the task's encoders."""
     m = spec.methods[name]
@@ -111,7 +114,7 @@ def resolved_settings(spec: TaskSpec, name: str, data: PairedData) -> dict[str, 
     return _settle_spec(spec, name, data)[2]
 
 
-def assemble(method: tuple[type, Any], encoders: dict[str, tuple[Any, Any]], data: PairedData,
+def assemble(method: MethodEntry, encoders: dict[str, tuple[Any, Any]], data: PairedData,
              device: torch.device, where: str, batch_size: int) -> Method:
     """Encoders (class, params) per modality sized from ``data`` (with the data's fixed weights frozen in),
     wrapped by the method (class, params), on ``device``; ``auto`` settings take the values :func:`settle` gives

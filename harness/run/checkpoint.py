@@ -87,7 +87,7 @@ def checkpoint_of(path: Path) -> Path:
             raise ConfigError(f"cannot read result file {path}: {err}") from err
         if not name:
             raise ConfigError(f"{path} names no checkpoint")
-        ckpt = path.parent / name
+        ckpt: Path = path.parent / name
         if not ckpt.exists():
             raise ConfigError(f"{path} names the checkpoint {ckpt}, which is missing; checkpoints are written by "
                               "`python -m harness run` beside the result file")

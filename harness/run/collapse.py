@@ -73,7 +73,7 @@ def epoch_signals(record: dict[str, float], chance: Chance | None, tolerance: fl
             out[f"plateau:{term}"] = (f"the loss term '{term}' sits at its collapsed value {collapsed:.4g} "
                                       f"(every pair scored alike; within {tolerance:.0%})")
     val = record.get(f"val/{chance.metric}") if chance is not None else None
-    if val is not None and chance.holds(val):
+    if chance is not None and val is not None and chance.holds(val):
         out["chance"] = (f"validation {chance.metric} stays at chance ({chance.mean:.2f} ± {chance.std:.2f} "
                          f"under random scores)")
     return out
@@ -152,7 +152,7 @@ def hints(spec: TaskSpec, method: str, input_shapes: Mapping[str, tuple[int, ...
     m = spec.methods[method]
     out = []
     width = narrow_embedding(input_shapes, embed_dim)
-    if width is not None:
+    if width is not None and input_shapes is not None:  # a width needs the input shapes
         target = min(width, WIDE_ENOUGH)
         widen = {k: {"dim": target} for k, e in spec.encoders.items()}
         if all(_accepts(e.params, widen[k]) for k, e in spec.encoders.items()):

@@ -48,7 +48,9 @@ def cores() -> list[int]:
 
 def _busy(t: Any) -> float:
     """Non-idle seconds of one CPU's times (steal included: a hypervisor gave the core to someone else)."""
-    return t.user + t.nice + t.system + getattr(t, "irq", 0.0) + getattr(t, "softirq", 0.0) + getattr(t, "steal", 0.0)
+    busy: float = (t.user + t.nice + t.system + getattr(t, "irq", 0.0) + getattr(t, "softirq", 0.0)
+                   + getattr(t, "steal", 0.0))
+    return busy
 
 
 @dataclass
@@ -94,7 +96,7 @@ def _own_cpu(me: psutil.Process) -> float:
     (data loader workers, the regression gate's benchmark processes); under torchrun, every local rank (the
     children of the rank's parent, the torchrun agent)."""
     t = me.cpu_times()
-    total = t.user + t.system + t.children_user + t.children_system
+    total: float = t.user + t.system + t.children_user + t.children_system
     try:
         children = me.children(recursive=True)
         parent = me.parent() if local_processes() > 1 else None
@@ -148,7 +150,8 @@ def judge(record: dict[str, Any]) -> bool | None:
     if record["wall_s"] < MIN_JUDGED_S:
         return None
     free = max(0, record["cores"] - min(record["threads"], record["cores"]))
-    return record["others_cores"] > free + SLACK_CORES
+    contended: bool = record["others_cores"] > free + SLACK_CORES
+    return contended
 
 
 def runnable_others() -> int:

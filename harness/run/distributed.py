@@ -13,14 +13,17 @@ import datetime
 import inspect
 import os
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable, TypeVar, cast
 
 import torch
 import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
+from harness.method import Method
 from harness.ops.queue import chunk_bounds  # noqa: F401 (a sharding helper of this module)
+
+T = TypeVar("T")
 
 _BACKENDS = {"cuda": "nccl", "cpu": "gloo"}
 
@@ -61,7 +64,7 @@ def init_from_env(device_type: str, *, init_method: str = "env://",
     backend = _BACKENDS[device_type]
     if device_type == "cuda":
         torch.cuda.set_device(local_rank)
-    kwargs = {} if timeout is None else {"timeout": timeout}
+    kwargs: dict[str, Any] = {} if timeout is None else {"timeout": timeout}
     dist.init_process_group(backend, init_method=init_method, rank=rank, world_size=world_size, **kwargs)
     return DistInfo(rank, world_size, local_rank, backend)
 
@@ -82,7 +85,7 @@ def rank_and_world() -> tuple[int, int]:
     return (dist.get_rank(), dist.get_world_size()) if is_distributed() else (0, 1)
 
 
-def from_main(compute: Any, info: DistInfo) -> Any:
+def from_main(compute: Callable[[], T], info: DistInfo) -> T:
     """``compute()`` on rank 0, its (picklable) value sent to every process; just ``compute()`` in a
     single process. Used for validation, which only rank 0 runs, so that every process selects the
     same best epoch."""
@@ -90,7 +93,7 @@ def from_main(compute: Any, info: DistInfo) -> Any:
         return compute()
     box = [compute() if info.is_main else None]
     dist.broadcast_object_list(box, src=0)
-    return box[0]
+    return cast(T, box[0])  # rank 0's value, now on every process
 
 
 def global_batch_sum(loss: torch.Tensor) -> torch.Tensor:
@@ -128,7 +131,7 @@ class LossModule(nn.Module):
     """A method seen through ``forward``: DDP hooks its gradient averaging onto ``forward``, while
     methods expose ``loss(x_a, x_b) -> (loss, logs)``."""
 
-    def __init__(self, method: nn.Module):
+    def __init__(self, method: Method):
         super().__init__()
         self.method = method
 
@@ -136,7 +139,7 @@ class LossModule(nn.Module):
         return self.method.loss(x_a, x_b)
 
 
-def wrap_ddp(method: nn.Module, info: DistInfo, device: torch.device) -> nn.Module:
+def wrap_ddp(method: Method, info: DistInfo, device: torch.device) -> nn.Module:
     """``LossModule(method)``, inside DistributedDataParallel when ``info`` has several processes.
 
     ``method`` must already be on ``device``. DDP broadcasts rank 0's parameters and buffers once,
@@ -154,8 +157,8 @@ def wrap_ddp(method: nn.Module, info: DistInfo, device: torch.device) -> nn.Modu
     # pushes the same gathered global batch into it, so it stays identical without re-sending it
     # from rank 0 before every forward (for SwAMP-PAR two 1280 x 20480 floats, about 200 MB).
     # An encoder with BatchNorm statistics would need the broadcast back.
-    return DistributedDataParallel(module, device_ids=device_ids, find_unused_parameters=False,
-                                   **_no_buffer_sync_before_forward())
+    sync: dict[str, Any] = _no_buffer_sync_before_forward()  # its keyword depends on torch's version
+    return DistributedDataParallel(module, device_ids=device_ids, find_unused_parameters=False, **sync)
 
 
 def _no_buffer_sync_before_forward() -> dict[str, bool]:

@@ -44,7 +44,7 @@ def encode_split(method: Method, split: Split, device: torch.device, batch_size:
     out = []
     for modality, feats in (("a", split.a), ("b", split.b)):
         chunks = [method.encode(modality, to_device(take(feats, idx), device))
-                  for idx in torch.arange(len(feats)).split(batch_size)]
+                  for idx in torch.split(torch.arange(len(feats)), batch_size)]
         out.append(concat(chunks))
     return out[0], out[1]
 
@@ -106,9 +106,12 @@ def pair_pass(method: Method, split: Split, device: torch.device, batch_size: in
     training loss of every such batch, timed as ``test_loss<tag>``. ``timer(key)`` is a context manager
     that adds the block's wall-clock to ``key``. The results are discarded: only the cost counts."""
     method.eval()
-    order = torch.arange(len(split.b)).split(batch_size)
+    order = torch.split(torch.arange(len(split.b)), batch_size)
+    b_to_a = split.b_to_a
+    if b_to_a is None:
+        raise ConfigError("the pair pass encodes each b item with its a item: the split needs a pairing (b_to_a)")
     with timer(f"test_pair_encode{tag}"):
-        batches = [(method.encode("a", to_device(take(split.a, split.b_to_a[idx]), device)),
+        batches = [(method.encode("a", to_device(take(split.a, b_to_a[idx]), device)),
                     method.encode("b", to_device(take(split.b, idx), device))) for idx in order]
     with timer(f"test_loss{tag}"):
         for emb_a, emb_b in batches:
@@ -170,7 +173,8 @@ def stream_folds(method: Method, emb_a: Any, emb_b: Any, folds: list[Fold], spli
     ``clock`` receives the seconds spent scoring; the rest is ranking."""
     block_a, block_b = blocks or DEFAULT_BLOCKS
     clock = clock or BlockClock()
-    per_fold, per_fold_ranks = [], []
+    per_fold: list[dict[str, float]] = []
+    per_fold_ranks: list[dict[str, torch.Tensor]] = []
     for a, b in folds:
         sub_a, sub_b = (emb_a, emb_b) if len(folds) == 1 else (take(emb_a, a), take(emb_b, b))
         labels_a = split.labels_a[a] if split.labels_a is not None else None
@@ -238,7 +242,8 @@ def rank_folds(blocks: list[torch.Tensor], folds: list[Fold], split: Split, metr
     named with the protocol's prefix ('' or '<n>folds/'). When ``ranks`` is given, every query's
     rank is stored in it under '<prefix><direction>/<relevance>' and, with ``map``, its average precision
     under '<prefix><direction>/<relevance>/AP' (folds concatenated in order)."""
-    per_fold, per_fold_ranks = [], []
+    per_fold: list[dict[str, float]] = []
+    per_fold_ranks: list[dict[str, torch.Tensor]] = []
     for sims, (a, b) in zip(blocks, folds):
         labels_b = split.labels_b[b] if split.labels_b is not None else None
         labels_a = split.labels_a[a] if split.labels_a is not None else None
@@ -271,9 +276,9 @@ def _masks(sims: torch.Tensor, b_to_a: torch.Tensor | None, labels_a: torch.Tens
     """(n_a, n_b) relevance mask per requested relevance ('pair', 'class')."""
     _check_relevance(b_to_a, labels_a, labels_b, relevance)
     masks = {}
-    if "pair" in relevance:
+    if "pair" in relevance and b_to_a is not None:  # _check_relevance: a pairing when pair relevance is asked
         masks["pair"] = pair_relevance(b_to_a, sims.shape[0])
-    if "class" in relevance:
+    if "class" in relevance and labels_a is not None and labels_b is not None:  # likewise the labels
         masks["class"] = class_relevance(labels_a, labels_b)
     return masks
 
@@ -288,7 +293,8 @@ def _rank(sims: torch.Tensor, b_to_a: torch.Tensor | None, labels_a: torch.Tenso
         for relevance in metrics.relevance:
             rel = masks[relevance]
             s, rel = (sims.T, rel.T) if DIRECTIONS[direction] else (sims, rel)
-            query, per_query = query_ranks(s, rel), {}
+            query = query_ranks(s, rel)
+            per_query: dict[str, torch.Tensor] = {}
             stats = summarize_ranks(query, metrics.ks)
             if metrics.precision_stats():
                 stats.update(precision_metrics(s, rel, ap=metrics.map, ap_ks=metrics.map_at,

@@ -23,6 +23,7 @@ from harness.config.plan import Run
 from harness.errors import ConfigError, NotApplicable, RunError, one_line
 from harness.run import checkpoint, contention, guards, locks, memory, preflight, runner
 from harness.run import distributed as dd
+from harness.run.build import resolve_device
 from harness.store.provenance import code_record, set_command
 from harness.store.schema import read_result, result_path
 
@@ -137,7 +138,7 @@ def check(grid: Grid, world_size: int) -> None:
 def options(grid: Grid, watch: contention.Snapshot | None = None) -> runner.RunOptions:
     """The run options of a grid's runs in this process: its device (the process's own GPU under torchrun),
     the process group joined under torchrun, and the machine's watch when this process may lower its threads."""
-    device = runner.resolve_device(grid.device)
+    device = resolve_device(grid.device)
     info = dd.init_from_env(device.type)  # torchrun: join the process group; otherwise a single process
     if info.world_size > 1 and device.type == "cuda":
         device = torch.device("cuda", info.local_rank)
@@ -173,7 +174,7 @@ def run(runs: list[Run], grid: Grid, opts: runner.RunOptions, inits: Sequence[Pa
 
 def job(run: Run, grid: Grid, threads: int | None) -> Job:
     """The :class:`Job` of one planned run of ``grid``."""
-    common = dict(out=str(grid.out), epochs=grid.epochs, init=str(grid.init) if grid.init else None,
+    common: dict[str, Any] = dict(out=str(grid.out), epochs=grid.epochs, init=str(grid.init) if grid.init else None,
                   device=grid.device, force=grid.force, on_nan=grid.on_nan, threads=threads, include=grid.include,
                   command=grid.command)
     if run.source:  # rebuilt from a result file: the worker rebuilds it the same way

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable, ParamSpec, TypeVar
 
 import torch
 import torch.distributed as dist
@@ -27,7 +27,8 @@ from harness.errors import RunError
 from harness.run.distributed import is_distributed
 
 MAX_CONSECUTIVE_SKIPS = 10
-F = TypeVar("F", bound=Callable[..., Any])
+Args = ParamSpec("Args")
+R = TypeVar("R")
 _OOM_CLASSES = (getattr(torch, "OutOfMemoryError", torch.cuda.OutOfMemoryError), MemoryError)
 _OOM_TEXT = ("out of memory", "can't allocate memory", "cannot allocate memory",
              # sizes so large that the allocator's arithmetic overflows before it can say it is out of memory
@@ -55,13 +56,13 @@ class NonFiniteGuard:
     consecutive: int = 0
     skipped: list[dict[str, Any]] = field(default_factory=list)
 
-    def count(self, step_fn: F) -> F:
+    def count(self, step_fn: Callable[Args, R]) -> Callable[Args, R]:
         """``step_fn`` with the step counter advanced before every call."""
-        def counted(*args: Any, **kwargs: Any) -> Any:
+        def counted(*args: Args.args, **kwargs: Args.kwargs) -> R:
             self.step += 1
             return step_fn(*args, **kwargs)
 
-        return counted  # type: ignore[return-value]
+        return counted
 
     def __call__(self, loss: torch.Tensor, logs: dict[str, torch.Tensor]) -> bool:
         """True when the step may update the model; False to skip it; raises RunError to stop the run."""
@@ -116,9 +117,10 @@ def memory_settings(spec: TaskSpec, name: str, phase: str) -> str:
                     if budget is not None else "")
 
 
-def on_oom(fn: F, phase: str, settings: str, device: torch.device, checkpoint: Path) -> F:
+def on_oom(fn: Callable[Args, R], phase: str, settings: str, device: torch.device,
+           checkpoint: Path) -> Callable[Args, R]:
     """``fn`` with out-of-memory errors turned into a RunError naming ``phase`` and the ``settings`` to lower."""
-    def guarded(*args: Any, **kwargs: Any) -> Any:
+    def guarded(*args: Args.args, **kwargs: Args.kwargs) -> R:
         try:
             return fn(*args, **kwargs)
         except Exception as err:
@@ -127,4 +129,4 @@ def on_oom(fn: F, phase: str, settings: str, device: torch.device, checkpoint: P
             raise RunError(f"out of memory on {device} during {phase}: lower {settings} (pass --set NAME.KEY=VALUE); "
                            f"the run wrote no result; {_kept(checkpoint)}") from None
 
-    return guarded  # type: ignore[return-value]
+    return guarded

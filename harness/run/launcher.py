@@ -41,12 +41,13 @@ def run_local(runs: Sequence[Any], descriptions: Sequence[Any], jobs: int, threa
     worker processes; the outcomes, in the order given."""
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
     todo = deque(enumerate(zip(runs, descriptions, strict=True)))
-    live: dict[int, subprocess.Popen] = {}  # slot -> its worker process
+    live: dict[int, subprocess.Popen[str]] = {}  # slot -> its worker process
     lock = threading.Lock()
     stopping = threading.Event()
-    done: queue.Queue = queue.Queue()  # (index, Outcome), or (slot, None) when a slot has nothing left
+    # (index, Outcome), or (slot, None) when a slot has nothing left
+    done: queue.Queue[tuple[int, Outcome | None]] = queue.Queue()
 
-    def start_worker(slot: int) -> subprocess.Popen:
+    def start_worker(slot: int) -> subprocess.Popen[str]:
         process = subprocess.Popen([sys.executable, "-m", "harness.worker"], env=env, stdin=subprocess.PIPE,
                                    stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         live[slot] = process
@@ -63,6 +64,8 @@ def run_local(runs: Sequence[Any], descriptions: Sequence[Any], jobs: int, threa
                     if process is None:
                         process = start_worker(slot)
                 started = time.perf_counter()
+                if process.stdin is None or process.stdout is None:  # start_worker opens both pipes
+                    raise RuntimeError("the worker process has no stdin or stdout pipe")
                 try:
                     process.stdin.write(description.to_json() + "\n")
                     process.stdin.flush()
@@ -80,7 +83,8 @@ def run_local(runs: Sequence[Any], descriptions: Sequence[Any], jobs: int, threa
                 process = None
         finally:
             if process is not None and process.poll() is None:
-                process.stdin.close()
+                if process.stdin is not None:
+                    process.stdin.close()
                 process.wait()
             done.put((slot, None))
 

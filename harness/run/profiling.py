@@ -14,7 +14,7 @@ import statistics
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, TypedDict
 
 import psutil
 import torch
@@ -90,6 +90,15 @@ class CpuPeakRSS:
             self.peak = self._hwm()
 
 
+class Extrapolated(TypedDict):
+    """A test scoring that a time budget stopped (:meth:`Profiler.extrapolate`)."""
+
+    fraction_scored: float
+    score_measured_s: float
+    score_s: float | None  # None when nothing was scored
+    total_s: float | None
+
+
 class Profiler:
     """Collects named timings (lists of seconds) and per-phase peak memory for one run."""
 
@@ -98,7 +107,7 @@ class Profiler:
         self.times: dict[str, list[float]] = {}
         self.memory: dict[str, dict[str, float]] = {}
         self.notes: list[str] = []
-        self.extrapolated: dict[str, dict[str, float | None]] = {}
+        self.extrapolated: dict[str, Extrapolated] = {}
         self.contention: dict[str, dict[str, Any]] = {}  # phase -> harness.run.contention.between's record
         self.test_path: dict[str, dict[str, Any]] = {}  # protocol tag -> how its test ranked (full or stream)
         self.search: dict[str, Any] | None = None  # the approximate search's record (harness.run.search)
@@ -140,7 +149,8 @@ class Profiler:
         if cuda:
             synchronize(self.device)
             torch.cuda.reset_peak_memory_stats(self.device)
-        nvml = _Sampler(self._nvml, 0.01) if self._nvml else contextlib.nullcontext()
+        sampler = _Sampler(self._nvml, 0.01) if self._nvml else None
+        nvml = sampler if sampler is not None else contextlib.nullcontext()
         before = contention.snapshot()
         with CpuPeakRSS() as rss, nvml:
             yield
@@ -150,8 +160,8 @@ class Profiler:
         if cuda:
             mem["cuda_max_allocated_mib"] = torch.cuda.max_memory_allocated(self.device) / MiB
             mem["cuda_max_reserved_mib"] = torch.cuda.max_memory_reserved(self.device) / MiB
-        if self._nvml:
-            mem["nvml_peak_used_mib"] = nvml.peak / MiB  # type: ignore[union-attr]
+        if sampler is not None:
+            mem["nvml_peak_used_mib"] = sampler.peak / MiB
         self.memory[name] = mem
 
     def extrapolate(self, tag: str, fraction: float) -> None:
@@ -173,7 +183,7 @@ class Profiler:
             kept = values[warmup:] if key == "train_step" and len(values) > warmup else values
             out[key] = {"n": len(kept), "median_s": statistics.median(kept), "p90_s": percentile(kept, 90),
                         "total_s": sum(values)}
-        extra = {"extrapolated": dict(self.extrapolated)} if self.extrapolated else {}
+        extra: dict[str, Any] = {"extrapolated": dict(self.extrapolated)} if self.extrapolated else {}
         if self.test_path:
             extra["test_path"] = dict(self.test_path)
 

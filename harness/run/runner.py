@@ -72,7 +72,7 @@ def finished_result(run: Run, opts: RunOptions) -> dict[str, Any] | None:
     if opts.force or not path.exists():
         return None
     try:
-        done = json.loads(path.read_text())
+        done: dict[str, Any] = json.loads(path.read_text())
     except (OSError, ValueError) as err:
         raise ConfigError(f"cannot read the result file {path} ({err}); delete it, or pass --force to run again "
                           "and replace it") from None
@@ -117,8 +117,11 @@ def run_one(run: Run, data: PairedData, opts: RunOptions) -> dict[str, Any] | No
         with prec.scope(precision, opts.device):
             return ev.evaluate(method, data["val"], spec.metrics, opts.device, m.train.eval_batch_size, spec.test)
 
-    validate = prof.timed("validate", guards.on_oom(lambda: dd.from_main(val_metrics, info), "validation",
-                                                    test_memory, opts.device, resume))
+    def val_metrics_everywhere() -> dict[str, float]:  # rank 0 validates; every process gets its metrics
+        return dd.from_main(val_metrics, info)
+
+    validate = prof.timed("validate", guards.on_oom(val_metrics_everywhere, "validation", test_memory, opts.device,
+                                                    resume))
     chance = collapse.chance_level(data["val"], spec.metrics, m.train.select) if info.is_main else None
     if method.trains_by_gradient:
         fit, resumed_from, skipped = _train(run, method, data, opts, prof, validate, chance)
@@ -209,7 +212,7 @@ def _train(run: Run, method: Method, data: PairedData, opts: RunOptions, prof: P
                          guards.memory_settings(spec, run.method, "train"), opts.device, resume)
     label = f"{run.run_name} seed{run.seed}"
     bar = _progress(m.train.epochs, resumed_from, label, opts.progress and info.is_main)
-    warned = resumed_from > 0 and _collapsed(state.history, chance, m.train) is not None
+    warned = state is not None and resumed_from > 0 and _collapsed(state.history, chance, m.train) is not None
 
     def on_epoch(record: dict[str, float]) -> None:
         bar.set_postfix(loss=f"{record.get('loss', float('nan')):.4g}",  # no loss: every step skipped (--on-nan)
@@ -240,7 +243,8 @@ def _collapsed(history: list[dict[str, float]], chance: collapse.Chance | None, 
 
 def save_ranks(ranks: dict[str, torch.Tensor], path: Path) -> None:
     """Per-query ranks of the test protocols (keys as in :func:`harness.run.evaluate.rank_folds`), atomically."""
-    atomic_write(path, lambda f: np.savez_compressed(f, **{k: v.numpy() for k, v in ranks.items()}))
+    arrays: dict[str, Any] = {k: v.numpy() for k, v in ranks.items()}  # savez's keywords name the arrays
+    atomic_write(path, lambda f: np.savez_compressed(f, **arrays))
 
 
 def full_test(method: Method, data: PairedData, metrics_spec: MetricSpec, batch_size: int, prof: Profiler,
@@ -257,7 +261,7 @@ def full_test(method: Method, data: PairedData, metrics_spec: MetricSpec, batch_
     for n_folds in metrics_spec.folds:
         metrics.update(run_protocol(method, data["test"], metrics_spec, n_folds, batch_size, prof, device, ranks,
                                     precision, test, kept))
-    if settings is not None:
+    if settings is not None and kept is not None:  # kept is a dict exactly when there are settings
         embeddings = kept.get("embeddings")
         if embeddings is None:
             with prec.scope(precision, device):

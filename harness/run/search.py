@@ -16,7 +16,7 @@ Only methods whose score is an inner product or a negative Euclidean distance of
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, Callable, Protocol
 
 import numpy as np
 import torch
@@ -60,7 +60,7 @@ def build_index(faiss: Any, gallery: np.ndarray, settings: HNSWSearch | IVFFlatS
     return index
 
 
-def exact_top(method: Method, queries: torch.Tensor, gallery: torch.Tensor, k: int,
+def exact_top(method: Scorer, queries: torch.Tensor, gallery: torch.Tensor, k: int,
               block: int = 2048) -> torch.Tensor:
     """(n_queries, min(k, n_gallery)) gallery indices of each query's k best scores (NaN as -inf), block by block:
     memory is one block of scores."""
@@ -79,21 +79,25 @@ def exact_top(method: Method, queries: torch.Tensor, gallery: torch.Tensor, k: i
     return torch.cat(out) if out else torch.zeros(0, k, dtype=torch.long)
 
 
-def list_ranks(found: torch.Tensor, relevant_of) -> torch.Tensor:
+def list_ranks(found: torch.Tensor, relevant_of: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
     """1-based position of each query's first relevant item in its list ``found`` (n, k); k + 1 when none."""
     hits = relevant_of(found)  # (n, k) bool
     first = torch.where(hits.any(1), hits.float().argmax(1) + 1, torch.full((len(found),), found.shape[1] + 1))
     return first
 
 
-def _relevance(split: Split, kind: str, orientation: str):
+def _relevance(split: Split, kind: str, orientation: str) -> Callable[[torch.Tensor], torch.Tensor]:
     """Function from (n, k) gallery indices to their relevance to each query (rows in query order)."""
     if kind == "pair":
         b_to_a = split.b_to_a
+        if b_to_a is None:
+            raise ValueError("pair relevance needs a split with pairing (b_to_a)")
         if orientation == "a":
             return lambda idx: b_to_a[idx] == torch.arange(len(idx))[:, None]
         return lambda idx: idx == b_to_a[:, None]
     labels_q, labels_g = (split.labels_a, split.labels_b) if orientation == "a" else (split.labels_b, split.labels_a)
+    if labels_q is None or labels_g is None:
+        raise ValueError("class relevance needs a split with labels_a and labels_b")
     return lambda idx: labels_g[idx] == labels_q[:, None]
 
 
@@ -149,6 +153,12 @@ def run_search(method: Method, split: Split, metrics: MetricSpec, settings: HNSW
                     row[f"lost_{prefix}R@{j}"] = ref - got
             record["directions"][direction] = row
     prof.search = record
+
+
+class Scorer(Protocol):
+    """What :func:`exact_top` needs of a method: its score matrix of two sets of embeddings."""
+
+    def score(self, emb_a: torch.Tensor, emb_b: torch.Tensor, /) -> torch.Tensor: ...
 
 
 class _Transposed:

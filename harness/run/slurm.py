@@ -55,7 +55,7 @@ class RunJob(Checkpointable):
     def __init__(self, label: str, argv: Sequence[str], distributed: bool = False, raise_on_failure: bool = True):
         self.label, self.argv, self.distributed = label, list(argv), distributed
         self.raise_on_failure = raise_on_failure
-        self._process: subprocess.Popen | None = None
+        self._process: subprocess.Popen[str] | None = None
 
     def __getstate__(self) -> dict[str, Any]:  # the running worker stays behind when the job is pickled
         return {**self.__dict__, "_process": None}
@@ -73,7 +73,9 @@ class RunJob(Checkpointable):
                                                    stderr=subprocess.STDOUT, text=True, bufsize=1)
         lines: list[str] = []
         try:
-            for line in process.stdout:  # type: ignore[union-attr]
+            if process.stdout is None:  # Popen above pipes it
+                raise RuntimeError(f"{self.label}: the worker process has no stdout pipe")
+            for line in process.stdout:
                 print(line, end="", flush=True)  # into the job's log
                 lines.append(line.rstrip("\n"))
             code = process.wait()
@@ -140,11 +142,13 @@ def preempted(job_id: str) -> bool:
 
 def tasks_per_node(options: Mapping[str, Any]) -> int:
     """One process per GPU (one on CPU)."""
-    return max(1, options.get("gpus_per_node", 0))
+    gpus: int = options.get("gpus_per_node", 0)
+    return max(1, gpus)
 
 
 def is_distributed(options: Mapping[str, Any]) -> bool:
-    return options.get("nodes", 1) * tasks_per_node(options) > 1
+    nodes: int = options.get("nodes", 1)
+    return nodes * tasks_per_node(options) > 1
 
 
 def sbatch_parameters(options: Mapping[str, Any], name: str) -> dict[str, Any]:
@@ -184,9 +188,9 @@ def make_executor(folder: Path, options: Mapping[str, Any], name: str) -> submit
     """submitit's executor for ``options['cluster']`` with the options, logging under ``folder/%j``."""
     cluster = options.get("cluster", "slurm")
     if cluster == "slurm":
-        executor = submitit.SlurmExecutor(folder / "%j", max_num_timeout=options.get("max_requeue", 3))
-        executor.update_parameters(**sbatch_parameters(options, name))
-        return executor
+        slurm = submitit.SlurmExecutor(folder / "%j", max_num_timeout=options.get("max_requeue", 3))
+        slurm.update_parameters(**sbatch_parameters(options, name))
+        return slurm
     executor = submitit.AutoExecutor(folder / "%j", cluster=cluster)
     if cluster == "local":
         executor.update_parameters(timeout_min=options.get("timeout_min", 240), tasks_per_node=tasks_per_node(options),
@@ -208,7 +212,7 @@ def worker_argv(description: Any) -> list[str]:
 
 
 def submit(runs: Sequence[Any], descriptions: Sequence[Any], folder: Path, options: Mapping[str, Any],
-           name: str) -> list[submitit.Job]:
+           name: str) -> list[submitit.Job[Any]]:
     """Submit one job per run as one array; record (job id, run, seed) in ``folder/jobs.jsonl``."""
     cluster = options.get("cluster", "slurm")
     executor = make_executor(folder, options, name)
@@ -298,7 +302,7 @@ def query(job_ids: Sequence[str]) -> tuple[dict[str, Record], str]:
     return records, problem
 
 
-def _run(argv: list[str]) -> subprocess.CompletedProcess:
+def _run(argv: list[str]) -> subprocess.CompletedProcess[str]:
     try:
         return subprocess.run(argv, capture_output=True, text=True, timeout=60)
     except (OSError, subprocess.SubprocessError) as err:
@@ -382,7 +386,7 @@ class Finished:
     state: str = ""
 
 
-def wait(runs: Sequence[Any], jobs: Sequence[submitit.Job], progress: bool = True,
+def wait(runs: Sequence[Any], jobs: Sequence[submitit.Job[Any]], progress: bool = True,
          report: Callable[[str], None] = print, poll: float = 5.0, settle: float = 60.0) -> list[Finished]:
     """Block until every job has ended, with a progress bar over the array; the outcomes, in the order given.
 
@@ -447,7 +451,7 @@ def wait(runs: Sequence[Any], jobs: Sequence[submitit.Job], progress: bool = Tru
     return [ended[i] for i in range(len(jobs))]
 
 
-def _finished(run: Any, job: submitit.Job) -> Finished:
+def _finished(run: Any, job: submitit.Job[Any]) -> Finished:
     """How a job that wrote its result files (every task's, for a job of several processes) ended."""
     if isinstance(job, submitit.SlurmJob):
         outcomes = task_results(Path(str(job.paths.folder)).parent, str(job.job_id), job.num_tasks) or []

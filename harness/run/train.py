@@ -66,7 +66,7 @@ def batches(n: int, batch_size: int, generator: torch.Generator, drop_last: bool
     """A shuffled partition of range(n) into batches (the last one may be smaller); with ``drop_last``
     the last batch is left out when it is smaller than ``batch_size`` (as torch's DataLoader does),
     unless it is the only one."""
-    parts = list(torch.randperm(n, generator=generator).split(batch_size))
+    parts = list(torch.split(torch.randperm(n, generator=generator), batch_size))
     if drop_last and len(parts) > 1 and len(parts[-1]) < batch_size:
         parts.pop()
     return parts

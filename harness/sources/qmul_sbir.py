@@ -58,7 +58,7 @@ def expected_files(root: Path, category: str) -> list[Path]:
 def read_mat(path: Path) -> np.ndarray:
     """The uint8 (N, H, W) array under key 'data' of a MATLAB file."""
     try:
-        array = scipy.io.loadmat(path)["data"]
+        array: np.ndarray = scipy.io.loadmat(path)["data"]
     except (OSError, ValueError, KeyError, NotImplementedError) as err:
         raise DataError(f"cannot read {path}: {err} (expected a MATLAB v5 file with key 'data')") from err
     if array.ndim != 3 or array.dtype != np.uint8:
@@ -68,7 +68,8 @@ def read_mat(path: Path) -> np.ndarray:
 
 def resized(array: np.ndarray, size: int) -> torch.Tensor:
     """(N, 1, size, size) float32 in [0, 1] from uint8 (N, H, W), resized with antialiasing."""
-    return TF.resize(torch.from_numpy(array)[:, None], [size, size], antialias=True).float() / 255.0
+    out: torch.Tensor = TF.resize(torch.from_numpy(array)[:, None], [size, size], antialias=True).float() / 255.0
+    return out
 
 
 def val_rows(n: int, fraction: float, seed: int) -> torch.Tensor:
@@ -108,10 +109,11 @@ class QMULSBIR:
         fit = torch.ones(len(train_sk), dtype=torch.bool).index_fill_(0, val, False)
         ref_sk, ref_ed = train_sk[fit], train_ed[fit]  # the training pairs: they set the statistics
 
-        def split(sketch: torch.Tensor, edge: torch.Tensor, crop: tuple[float, ...] | None = None) -> Split:
+        def split(sketch: torch.Tensor, edge: torch.Tensor, crop: tuple[float, float] | None = None) -> Split:
             return Split(ImageTensor(standardize(sketch, ref_sk), crop), ImageTensor(standardize(edge, ref_ed), crop))
 
-        splits = {"train": split(ref_sk, ref_ed, tuple(p.crop_scale) or None),
+        crop = (p.crop_scale[0], p.crop_scale[1]) if p.crop_scale else None  # check(): [] or [min, max]
+        splits = {"train": split(ref_sk, ref_ed, crop),
                   "val": split(train_sk[val], train_ed[val]), "test": split(test_sk, test_ed)}
         info = {"source": "qmul_sbir", "origin": ORIGIN, "root": str(root), "category": p.category,
                 "pairs": {name: s.n_pairs for name, s in splits.items()}, "val_rows": val.tolist()}

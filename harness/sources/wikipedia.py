@@ -81,9 +81,13 @@ def hold_out(split: Split, n_val: int, seed: int) -> tuple[Split, Split]:
     val = np.zeros(split.n_pairs, dtype=bool)
     val[np.random.default_rng(seed).permutation(split.n_pairs)[:n_val]] = True
 
+    labels_a, labels_b = split.labels_a, split.labels_b
+    if labels_a is None or labels_b is None:
+        raise DataError("the Wikipedia training split carries class labels for both modalities")
+
     def part(mask: np.ndarray) -> Split:
         index = torch.from_numpy(np.flatnonzero(mask))
-        return Split(split.a[index], split.b[index], labels_a=split.labels_a[index], labels_b=split.labels_b[index])
+        return Split(split.a[index], split.b[index], labels_a=labels_a[index], labels_b=labels_b[index])
 
     return part(~val), part(val)
 

@@ -6,14 +6,14 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import IO, Any, Callable
+from typing import IO, Any, Callable, cast
 
 import torch
 
 from harness.errors import RunError
 
 
-def atomic_write(path: Path, write: Callable[[IO[bytes]], None]) -> None:
+def atomic_write(path: Path, write: Callable[[IO[bytes]], object]) -> None:
     """Write ``path`` through ``write(file)`` into a temporary file beside it (``.<name>.<random>.tmp``),
     flush it to disk, then rename it into place: readers, and a process killed at any moment, see the
     previous file (or none) or the complete new one, never a part. A failed write (disk full,
@@ -28,7 +28,7 @@ def atomic_write(path: Path, write: Callable[[IO[bytes]], None]) -> None:
         os.fchmod(fd, 0o666 & ~_umask())  # mkstemp creates 0600; result files are for everyone to read
         with os.fdopen(fd, "wb") as f:
             out = _Recorder(f)
-            write(out)
+            write(cast(IO[bytes], out))  # a proxy: every attribute but write is the file's own
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -45,7 +45,8 @@ class _Recorder:
     ('unexpected pos ...'), losing the OSError behind it."""
 
     def __init__(self, f: IO[bytes]):
-        self._f, self.error = f, None
+        self._f = f
+        self.error: OSError | None = None
 
     def write(self, data: Any) -> int:
         try:

@@ -62,12 +62,12 @@ def gpu_info(device: torch.device) -> dict[str, Any]:
     return info
 
 
-def git_state(root: Path, plugin_folders: Iterable[str] = ()) -> dict[str, Any]:
+def git_state(root: Path, plugin_folders: Iterable[str | Path] = ()) -> dict[str, Any]:
     """Commit hash and dirty flag of the checkout holding ``root`` (empty when not a repository).
 
     Dirty means a tracked file differs from the commit, or a file that git does not track lies in one of
     ``plugin_folders`` (relative to the checkout): a new method file is code the commit does not hold."""
-    def git(*args: str) -> str:
+    def git(*args: str | Path) -> str:
         return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, check=True).stdout.strip()
 
     try:
@@ -129,7 +129,7 @@ def command() -> list[str]:
     return list(sys.argv[1:] if _ARGV is None else _ARGV)
 
 
-def environment(device: torch.device, plugin_folders: Iterable[str] = ()) -> dict[str, Any]:
+def environment(device: torch.device, plugin_folders: Iterable[str | Path] = ()) -> dict[str, Any]:
     """Hardware, library versions and code version for a result file."""
     import numpy
 
