@@ -27,7 +27,7 @@ from harness.config import params as P
 from harness.config.spec import MetricSpec, TaskSpec
 from harness.data.paired import Split
 from harness.ops.losses import plateau_key
-from harness.run import evaluate as ev
+from harness.run import evaluate
 
 CHANCE_SDS = 3.0
 
@@ -54,9 +54,9 @@ def chance_level(split: Split, metrics: MetricSpec, select: str, draws: int = 10
     values = []
     for _ in range(draws):
         for n_folds in metrics.folds:
-            folds = ev.make_folds(split, n_folds)
+            folds = evaluate.make_folds(split, n_folds)
             blocks = [torch.rand(len(a), len(b), generator=gen) for a, b in folds]
-            out = ev.rank_folds(blocks, folds, split, metrics)
+            out = evaluate.rank_folds(blocks, folds, split, metrics)
             if select in out:
                 values.append(out[select])
     x = torch.tensor(values, dtype=torch.float64)

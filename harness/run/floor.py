@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from harness.config.spec import TaskSpec
 from harness.data.paired import PairedData, Split
 from harness.method import Method
-from harness.run import evaluate as ev
+from harness.run import evaluate
 
 NO_FLOOR_METHODS = ("identity",)  # the floor itself
 
@@ -48,7 +48,7 @@ def identity_validation(spec: TaskSpec, name: str, data: PairedData, device: tor
     if not shares_a_space(split):
         return None
     m = spec.methods[name]
-    return ev.evaluate(FeatureCosine().to(device), split, spec.metrics, device, m.train.eval_batch_size)
+    return evaluate.evaluate(FeatureCosine().to(device), split, spec.metrics, device, m.train.eval_batch_size)
 
 
 def record(select: str, selected: dict[str, float], identity: dict[str, float] | None,

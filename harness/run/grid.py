@@ -21,8 +21,7 @@ import torch
 from harness.config import plan
 from harness.config.plan import Run
 from harness.errors import ConfigError, NotApplicable, RunError, one_line
-from harness.run import checkpoint, contention, guards, locks, memory, preflight, runner
-from harness.run import distributed as dd
+from harness.run import checkpoint, contention, distributed, guards, locks, memory, preflight, runner
 from harness.run.build import resolve_device
 from harness.store.provenance import code_record, set_command
 from harness.store.schema import read_result, result_path
@@ -139,7 +138,7 @@ def options(grid: Grid, watch: contention.Snapshot | None = None) -> runner.RunO
     """The run options of a grid's runs in this process: its device (the process's own GPU under torchrun),
     the process group joined under torchrun, and the machine's watch when this process may lower its threads."""
     device = resolve_device(grid.device)
-    info = dd.init_from_env(device.type)  # torchrun: join the process group; otherwise a single process
+    info = distributed.init_from_env(device.type)  # torchrun: join the process group; otherwise a single process
     if info.world_size > 1 and device.type == "cuda":
         device = torch.device("cuda", info.local_rank)
     check(grid, info.world_size)
@@ -165,7 +164,7 @@ def run(runs: list[Run], grid: Grid, opts: runner.RunOptions, inits: Sequence[Pa
         else:
             outcome = _in_workers(runs, grid, opts)
     finally:
-        dd.shutdown()
+        distributed.shutdown()
     outcome.refused = refused_error(opts) if opts.dist.is_main else None
     outcome.main = opts.dist.is_main
     outcome.refused_names = frozenset(opts.refused)
@@ -430,7 +429,7 @@ def _run_locked(run: Run, data: Any, opts: runner.RunOptions, tag: str) -> dict[
                         enabled=opts.dist.is_main) as waited:
         # checked again under the lock: another process may have finished the run since this one planned it,
         # whether this one had to wait for the lock or arrived just after the other released it
-        done = dd.from_main(lambda: runner.finished_result(run, opts), opts.dist)
+        done = distributed.from_main(lambda: runner.finished_result(run, opts), opts.dist)
         if done is None:
             return runner.run_one(run, data, opts)
     if opts.dist.is_main:

@@ -24,9 +24,7 @@ from harness.errors import ConfigError
 from harness.method import Method
 from harness.ops import precision as prec
 from harness.run import checkpoint as ckpt
-from harness.run import collapse, guards, preflight, search
-from harness.run import distributed as dd
-from harness.run import evaluate as ev
+from harness.run import collapse, distributed, evaluate, guards, preflight, search
 from harness.run import floor as floors
 from harness.run import train as tr
 from harness.run.build import build_method, classes_of, load_source, resolve_device, resolved_settings  # noqa: F401 (the runner's API)
@@ -51,7 +49,7 @@ class RunOptions:
     progress: bool = True
     force: bool = False
     init: Path | None = None
-    dist: dd.DistInfo = field(default_factory=dd.DistInfo)
+    dist: distributed.DistInfo = field(default_factory=distributed.DistInfo)
     on_nan: str = "stop"  # a non-finite loss stops the run, or "skip" drops that step's update (harness.run.guards)
     # run folder -> why its method cannot run on the data (harness.run.preflight.refusals); the others still run
     refused: dict[str, ConfigError] = field(default_factory=dict)
@@ -115,10 +113,10 @@ def run_one(run: Run, data: PairedData, opts: RunOptions) -> dict[str, Any] | No
 
     def val_metrics() -> dict[str, float]:
         with prec.scope(precision, opts.device):
-            return ev.evaluate(method, data["val"], spec.metrics, opts.device, m.train.eval_batch_size, spec.test)
+            return evaluate.evaluate(method, data["val"], spec.metrics, opts.device, m.train.eval_batch_size, spec.test)
 
     def val_metrics_everywhere() -> dict[str, float]:  # rank 0 validates; every process gets its metrics
-        return dd.from_main(val_metrics, info)
+        return distributed.from_main(val_metrics, info)
 
     validate = prof.timed("validate", guards.on_oom(val_metrics_everywhere, "validation", test_memory, opts.device,
                                                     resume))
@@ -204,9 +202,9 @@ def _train(run: Run, method: Method, data: PairedData, opts: RunOptions, prof: P
     guard = guards.NonFiniteGuard(opts.on_nan, guards.hyperparameters(spec, run.method), steps_per_epoch, resume,
                                   step=resumed_from * steps_per_epoch)
     step = tr.make_step(method, optimizer, data["train"], opts.device, m.train.grad_clip,
-                        loss_fn=prec.wrap_forward(dd.wrap_ddp(method, info, opts.device), m.train.precision,
+                        loss_fn=prec.wrap_forward(distributed.wrap_ddp(method, info, opts.device), m.train.precision,
                                                   opts.device),
-                        shard=partial(dd.shard, info=info) if info.world_size > 1 else None,
+                        shard=partial(distributed.shard, info=info) if info.world_size > 1 else None,
                         world_size=info.world_size, check_loss=guard)
     step = guards.on_oom(guard.count(prec.wrap_step(step, m.train.precision)), "a training step",
                          guards.memory_settings(spec, run.method, "train"), opts.device, resume)
@@ -265,7 +263,7 @@ def full_test(method: Method, data: PairedData, metrics_spec: MetricSpec, batch_
         embeddings = kept.get("embeddings")
         if embeddings is None:
             with prec.scope(precision, device):
-                embeddings = ev.encode_split(method, data["test"], device, batch_size)
+                embeddings = evaluate.encode_split(method, data["test"], device, batch_size)
         search.run_search(method, data["test"], metrics_spec, settings, prof, embeddings)
     return metrics
 
@@ -285,21 +283,21 @@ def run_protocol(method: Method, split: Split, metrics_spec: MetricSpec, n_folds
     ``test_score`` is then the time spent inside the scorer over all blocks and ``test_rank`` the rest of
     that loop, and ``profile.test_path`` says so for the protocol."""
     test = TestSpec() if test is None else test
-    tag = ev.protocol_tag(n_folds)
+    tag = evaluate.protocol_tag(n_folds)
     metrics: dict[str, float] = {}
     blocks = (test.block_a, test.block_b)
-    streamed = ev.streams(method, test)
+    streamed = evaluate.streams(method, test)
     with prof.phase(f"test{tag}"), prof.timer(f"test_total{tag}"):
         with prof.timer(f"test_encode{tag}"), prec.scope(precision, device):
-            emb_a, emb_b = ev.encode_split(method, split, device, batch_size)
-        folds = ev.make_folds(split, n_folds)
+            emb_a, emb_b = evaluate.encode_split(method, split, device, batch_size)
+        folds = evaluate.make_folds(split, n_folds)
         if kept is not None:  # the embeddings, for the approximate search after the protocols
             kept["embeddings"] = (emb_a, emb_b)
         if streamed:
-            clock = ev.BlockClock(device)
+            clock = evaluate.BlockClock(device)
             start = time.perf_counter()
             with prec.scope(precision, device):
-                metrics = ev.stream_folds(method, emb_a, emb_b, folds, split, metrics_spec, blocks, ranks, clock)
+                metrics = evaluate.stream_folds(method, emb_a, emb_b, folds, split, metrics_spec, blocks, ranks, clock)
             loop = time.perf_counter() - start
             prof.add(f"test_score{tag}", clock.score_s)
             prof.add(f"test_rank{tag}", loop - clock.score_s)
@@ -313,13 +311,13 @@ def run_protocol(method: Method, split: Split, metrics_spec: MetricSpec, n_folds
             prof.test_path[tag] = {"path": "full", "block_a": blocks[0] if method.scores_in_blocks else None,
                                    "block_b": blocks[1] if method.scores_in_blocks else None, "fused": False}
             with prof.timer(f"test_score{tag}"), prec.scope(precision, device):
-                scored, done = ev.score_folds(method, emb_a, emb_b, folds, method.test_time_budget_s, blocks)
+                scored, done = evaluate.score_folds(method, emb_a, emb_b, folds, method.test_time_budget_s, blocks)
             if done < 1:
                 prof.extrapolate(tag, done)
             else:
                 with prof.timer(f"test_rank{tag}"):
-                    metrics = ev.rank_folds(scored, folds, split, metrics_spec, ranks)
+                    metrics = evaluate.rank_folds(scored, folds, split, metrics_spec, ranks)
     if method.times_pair_pass and split.paired:  # outside test_total: the protocol's own figure stays as it is
         with prec.scope(precision, device):
-            ev.pair_pass(method, split, device, batch_size, prof.timer, tag)
+            evaluate.pair_pass(method, split, device, batch_size, prof.timer, tag)
     return metrics
