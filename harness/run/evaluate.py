@@ -217,7 +217,6 @@ def _stream_rank(method: Method, emb_a: Any, emb_b: Any, n_a: int, n_b: int, b_t
         return block
 
     streaming.stream(scores_of, n_a, n_b, ranker, block_a, block_b)
-    prefix = {"pair": "", "class": "class_"}
     out: dict[str, float] = {}
     for direction in metrics.directions:
         for relevance in metrics.relevance:
@@ -227,13 +226,8 @@ def _stream_rank(method: Method, emb_a: Any, emb_b: Any, n_a: int, n_b: int, b_t
             if metrics.precision_stats():
                 precision, per_query = ranker.precision(orientation[direction], relevance)
                 stats.update(precision)
-            ranks[f"{direction}/{relevance}"] = query
-            ranks.update({f"{direction}/{relevance}/{k}": v for k, v in per_query.items()})
-            for name, value in stats.items():
-                out[f"{direction}/{prefix[relevance]}{name}"] = value
-    if metrics.rsum:
-        out["rsum"] = recall_sum(out, metrics.directions, metrics.ks)
-    return out
+            _record(out, ranks, direction, relevance, query, stats, per_query)
+    return _with_rsum(out, metrics)
 
 
 def rank_folds(blocks: list[torch.Tensor], folds: list[Fold], split: Split, metrics: MetricSpec,
@@ -287,7 +281,6 @@ def _rank(sims: torch.Tensor, b_to_a: torch.Tensor | None, labels_a: torch.Tenso
           labels_b: torch.Tensor | None, metrics: MetricSpec,
           ranks: dict[str, torch.Tensor] | None = None) -> dict[str, float]:
     masks = _masks(sims, b_to_a, labels_a, labels_b, metrics.relevance)
-    prefix = {"pair": "", "class": "class_"}
     out: dict[str, float] = {}
     for direction in metrics.directions:
         for relevance in metrics.relevance:
@@ -299,11 +292,22 @@ def _rank(sims: torch.Tensor, b_to_a: torch.Tensor | None, labels_a: torch.Tenso
             if metrics.precision_stats():
                 stats.update(precision_metrics(s, rel, ap=metrics.map, ap_ks=metrics.map_at,
                                                precision_ks=metrics.precision_at, per_query=per_query))
-            if ranks is not None:  # per-query ranks (and average precisions) for the paired bootstrap
-                ranks[f"{direction}/{relevance}"] = query
-                ranks.update({f"{direction}/{relevance}/{k}": v for k, v in per_query.items()})
-            for name, value in stats.items():
-                out[f"{direction}/{prefix[relevance]}{name}"] = value
+            _record(out, ranks, direction, relevance, query, stats, per_query)
+    return _with_rsum(out, metrics)
+
+
+def _record(out: dict[str, float], ranks: dict[str, torch.Tensor] | None, direction: str, relevance: str,
+            query: torch.Tensor, stats: dict[str, float], per_query: dict[str, torch.Tensor]) -> None:
+    """One (direction, relevance)'s statistics into ``out`` ('a2b/R@1', 'a2b/class_mAP'), and its per-query
+    ranks and average precisions into ``ranks`` (for the paired bootstrap) when given."""
+    if ranks is not None:
+        ranks[f"{direction}/{relevance}"] = query
+        ranks.update({f"{direction}/{relevance}/{k}": v for k, v in per_query.items()})
+    for name, value in stats.items():
+        out[f"{direction}/{'class_' if relevance == 'class' else ''}{name}"] = value
+
+
+def _with_rsum(out: dict[str, float], metrics: MetricSpec) -> dict[str, float]:
     if metrics.rsum:
         out["rsum"] = recall_sum(out, metrics.directions, metrics.ks)
     return out
