@@ -255,14 +255,15 @@ def _difference(base: dict[str, Any], claim: dict[str, Any], spec: dict[str, Any
     interval = f"[{ci[0]:+.2f}, {ci[1]:+.2f}]" if ci and all(math.isfinite(c) for c in ci) else ""
     sign = 1 if expect == "higher" else -1
     p_text = "no test" if p is None else f"p = {p:.3f}" if p >= 0.001 else "p < 0.001"
+    what = f"{metric} of {spec['of']} against {spec['to']}"
     if diff * sign > 0 and p is not None and p < alpha:
-        verdict, why = REPRODUCED, f"{expect} as the paper says, {p_text} ({how})"
+        verdict, why = REPRODUCED, f"{what}: {expect} as the paper says, {p_text} ({how})"
     elif diff * sign > 0:
-        verdict, why = DIRECTION, f"{expect} as the paper says, but {p_text} ({how}) is not below {alpha:g}"
+        verdict, why = DIRECTION, f"{what}: {expect} as the paper says, but {p_text} ({how}) is not below {alpha:g}"
     else:
         significant = p is not None and p < alpha and diff != 0
-        verdict, why = NOT_REPRODUCED, (f"{'lower' if expect == 'higher' else 'higher'} than the paper says"
-                                        f"{', significantly' if significant else ''}, {p_text} ({how})")
+        verdict, why = NOT_REPRODUCED, (f"{what}: {'lower' if expect == 'higher' else 'higher'} than the paper "
+                                        f"says{', significantly' if significant else ''}, {p_text} ({how})")
     paper = _paper(claim, "pp") if isinstance(claim.get("paper"), (int, float)) else _paper(claim)
     return Line(**base, paper=paper, ours=f"{diff:+.2f}", interval=interval, verdict=verdict, why=why,
                 hardware=_hardware(of), evidence=str(folder))
