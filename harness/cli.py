@@ -376,23 +376,9 @@ def cmd_claims(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from harness.config import plan
     from harness.report import status
 
-    if args.task is None:
-        if args.methods or args.seeds or args.overrides or args.sweep or args.epochs is not None or args.init:
-            raise ConfigError("--methods, --seeds, --set, --sweep, --epochs and --init describe the planned runs of "
-                              "a task; add the task file, e.g. status results tasks/synthetic.yaml --seeds 0-4")
-        planned = None
-    else:
-        from harness.run import checkpoint
-
-        runs = plan.plan(args.task, list(args.overrides), args.sweep, [m for m in args.methods.split(",") if m],
-                         plan.parse_seeds(args.seeds or "0"), args.epochs,
-                         checkpoint.init_label(Path(args.init)) if args.init else None)
-        planned = [(r.spec.name, r.run_name, r.seed) for r in runs]
-    status.show(Path(args.out), planned, args.format)
-    return 0
+    return status.cmd(args)
 
 
 def cmd_bench(args: argparse.Namespace) -> int:

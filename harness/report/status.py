@@ -16,6 +16,7 @@ CANCELLED, TIMEOUT, also when no requeue was left), otherwise SLURM's state thro
 """
 from __future__ import annotations
 
+import argparse
 import importlib.util
 import json
 import re
@@ -121,3 +122,22 @@ def show(out: Path, planned: list[tuple[str, str, int]] | None, fmt: str = "simp
     shown = [s for s in STATES if counts[s] or s != "not started" or planned is not None]
     print("\n" + ", ".join(f"{counts[s]} {s}" for s in shown) + f" (of {len(rows)} runs)")
     return counts
+
+
+def cmd(args: argparse.Namespace) -> int:
+    """``harness status OUT [TASK]``: the runs under OUT, or, with the run command's task and flags, exactly the
+    runs that command plans, whether started or not."""
+    from harness.config import plan
+
+    if args.task is None:
+        if args.methods or args.seeds or args.overrides or args.sweep or args.epochs is not None or args.init:
+            raise ConfigError("--methods, --seeds, --set, --sweep, --epochs and --init describe the planned runs of "
+                              "a task; add the task file, e.g. status results tasks/synthetic.yaml --seeds 0-4")
+        planned = None
+    else:
+        runs = plan.plan(args.task, list(args.overrides), args.sweep, [m for m in args.methods.split(",") if m],
+                         plan.parse_seeds(args.seeds or "0"), args.epochs,
+                         checkpoint.init_label(Path(args.init)) if args.init else None)
+        planned = [(r.spec.name, r.run_name, r.seed) for r in runs]
+    show(Path(args.out), planned, args.format)
+    return 0
