@@ -58,7 +58,10 @@ def test_a_failed_run_is_named_and_the_others_finish(tiny_task, tmp_path):
 def test_ctrl_c_stops_every_worker_and_the_same_command_resumes(tiny_task, tmp_path):
     argv = [sys.executable, "-m", "harness", "run", str(tiny_task), "--methods", "contrastive,swamp", "--epochs", "60",
             "--out", str(tmp_path), "--no-progress", "--launcher", "local", "--jobs", "2"]
-    parent = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # a shell that runs the suite in the background leaves SIGINT ignored, and Python then never installs its
+    # KeyboardInterrupt handler: the command gets SIGINT's default disposition, as a terminal would give it
+    parent = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.time() + 120
     while not list(tmp_path.rglob("seed0.resume.pt")) and time.time() < deadline and parent.poll() is None:
         time.sleep(0.2)
