@@ -89,7 +89,7 @@ def encode_first(method: H.Method, split: H.Split, n_a: int, n_b: int, batch: in
     return out[0], out[1]
 
 
-def time_encode(methods: dict[str, H.Method], split: H.Split, sizes: list[int],
+def measure_encode(methods: dict[str, H.Method], split: H.Split, sizes: list[int],
                 batch: int) -> dict[str, dict[int, dict]]:
     """Encode seconds and peak RSS per method at each gallery size in ``sizes`` (first N/5 images, N captions)."""
     out: dict[str, dict[int, dict]] = {name: {} for name in methods}
@@ -101,7 +101,7 @@ def time_encode(methods: dict[str, H.Method], split: H.Split, sizes: list[int],
 
 
 @torch.no_grad()
-def time_stream(images: torch.Tensor, pool: torch.Tensor, n: int, block_b: int) -> tuple[float, float, float, dict]:
+def measure_stream(images: torch.Tensor, pool: torch.Tensor, n: int, block_b: int) -> tuple[float, float, float, dict]:
     """Streaming score and rank of ``images`` (q, D) against n captions (blocks of ``pool`` reused): (score s,
     rank s, peak RSS MiB, blocks)."""
     q = len(images)
@@ -122,7 +122,7 @@ def time_stream(images: torch.Tensor, pool: torch.Tensor, n: int, block_b: int) 
 
 
 @torch.no_grad()
-def time_scan(method: H.Method, image: Any, captions: Any, n: int) -> float:
+def measure_scan(method: H.Method, image: Any, captions: Any, n: int) -> float:
     """Seconds of SCAN's vectorised scorer for one image against n captions (blocks of ``captions`` reused)."""
     words, lengths = captions
     start = time.perf_counter()
@@ -133,14 +133,14 @@ def time_scan(method: H.Method, image: Any, captions: Any, n: int) -> float:
 
 
 @torch.no_grad()
-def time_scan_original(method: H.Method, images: Any, captions: Any, budget_s: float) -> tuple[float, float, int]:
+def measure_scan_original(method: H.Method, images: Any, captions: Any, budget_s: float) -> tuple[float, float, int]:
     """SCAN's original procedure over images x captions, stopped after ``budget_s``: (measured s, fraction, pairs)."""
     start = time.perf_counter()
     _, fraction = method.score_within(images, captions, start + budget_s)
     return time.perf_counter() - start, fraction, len(images) * len(captions[1])
 
 
-def time_rank_full(n: int) -> tuple[float, float]:
+def measure_rank_full(n: int) -> tuple[float, float]:
     """Whole-matrix ranking of a random (n/5) x n score matrix in both directions: (seconds, peak RSS MiB)."""
     n_a = n // PER_IMAGE
     g = torch.Generator().manual_seed(0)
@@ -275,7 +275,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         print("memory run:", json.dumps(record["memory_20k_x_100k"]))
     n_enc_images = max(args.encode_sizes) // PER_IMAGE
     spec, split, methods = coco_methods(max(n_enc_images, args.queries, 128))
-    encode = time_encode(methods, split, list(args.encode_sizes), spec.methods["swamp_par"].train.eval_batch_size)
+    encode = measure_encode(methods, split, list(args.encode_sizes), spec.methods["swamp_par"].train.eval_batch_size)
     n_pool = min(1000, len(split.b))  # distinct caption embeddings, repeated to fill one gallery block
     emb_a, emb_b = encode_first(methods["swamp_par"], split, args.queries, n_pool, 128)
     width = emb_a.shape[1]
@@ -287,7 +287,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                                        "SCAN original": {}}
     par, vec, orig = rows.values()
     # SCAN original: measured once within its budget, as the harness extrapolates a budgeted test
-    o_s, o_frac, o_pairs = time_scan_original(_as_original(scan), H.take(scan_a, torch.arange(128)),
+    o_s, o_frac, o_pairs = measure_scan_original(_as_original(scan), H.take(scan_a, torch.arange(128)),
                                               (scan_b[0][:640], scan_b[1][:640]), args.original_budget)
     per_pair_original = o_s / (o_frac * o_pairs)
     record["scan_original_probe"] = {"images": 128, "captions": 640, "budget_s": args.original_budget,
@@ -297,7 +297,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         n_a = n // PER_IMAGE
         enc = {name: _encode_at(encode[name], n) for name in ("swamp_par", "scan")}
         if n <= args.stream_max:
-            score_s, rank_s, peak, info = time_stream(emb_a, pool, n, args.block_b)
+            score_s, rank_s, peak, info = measure_stream(emb_a, pool, n, args.block_b)
             per_query = timed_per_query = (score_s / args.queries, rank_s / args.queries)
             how = f"timed on {args.queries} query images x {n} captions, x {n_a / args.queries:.4g}"
         else:
@@ -314,7 +314,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                   **info}
         scan_was_timed = n <= args.scan_max
         if n <= args.scan_max:
-            seconds = time_scan(scan, scan_a[:args.scan_images], scan_b, n)
+            seconds = measure_scan(scan, scan_a[:args.scan_images], scan_b, n)
             scan_per_pair = seconds / (args.scan_images * n)
             scan_timed = f"timed on {args.scan_images} images x {n} captions, x {n_a / args.scan_images:.4g}"
             if seconds > args.scan_budget:
@@ -322,7 +322,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         else:
             scan_timed = f"extrapolated: {scan_per_pair * 1e6:.2f} us per pair x {n_a} x {n} pairs"
         if n <= args.rank_max:
-            r_s, r_peak = time_rank_full(n)
+            r_s, r_peak = measure_rank_full(n)
             rank_per_score, rank_how = r_s / (n_a * n), "timed on the whole matrix"
         else:
             r_s, r_peak = rank_per_score * n_a * n, None
