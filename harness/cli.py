@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, NoReturn
 
 from harness.config.checks import SHIPPED as TASKS_DIR
-from harness.errors import ConfigError, RunError, did_you_mean, one_line
+from harness.errors import ConfigError, RunError, did_you_mean, report
 
 if TYPE_CHECKING:
     from harness.run.grid import Grid, Outcome
@@ -406,14 +406,9 @@ def main(argv: list[str] | None = None) -> int:
         code = handler(args)
         _plugin_warnings()
         return code
-    except ConfigError as err:
+    except (ConfigError, RunError) as err:
         _plugin_warnings(str(err))
-        print(f"error: {one_line(err)}", file=sys.stderr)
-        return 2
-    except RunError as err:
-        _plugin_warnings(str(err))
-        print(f"error: {one_line(err)}", file=sys.stderr)
-        return 3
+        return report(err)
 
 
 def _plugin_warnings(error: str = "") -> None:

@@ -11,6 +11,7 @@ Two families, two exit statuses of the CLI:
 from __future__ import annotations
 
 import difflib
+import sys
 from collections.abc import Iterable
 
 
@@ -50,3 +51,9 @@ def one_line(err: BaseException) -> str:
     """The error's message on one line (a listing of expected files becomes a '; '-separated run)."""
     lines = [line.strip() for line in str(err).splitlines() if line.strip()]
     return "; ".join(lines).replace(":;", ":")
+
+
+def report(err: ConfigError | RunError) -> int:
+    """Print ``err`` as the command's one ``error:`` line on stderr; its exit status (2 bad input, 3 a stopped run)."""
+    print(f"error: {one_line(err)}", file=sys.stderr)
+    return 2 if isinstance(err, ConfigError) else 3

@@ -21,18 +21,14 @@ import time
 
 def run(text: str) -> int:
     """Run the job ``text`` describes; its exit status, with the one ``error:`` line on stderr when it failed."""
-    from harness.errors import ConfigError, RunError, one_line
+    from harness.errors import ConfigError, RunError, report
     from harness.run import grid
 
     try:
         grid.run_job(grid.Job.from_json(text))
         return 0
-    except ConfigError as err:
-        print(f"error: {one_line(err)}", file=sys.stderr)
-        return 2
-    except RunError as err:
-        print(f"error: {one_line(err)}", file=sys.stderr)
-        return 3
+    except (ConfigError, RunError) as err:
+        return report(err)
 
 
 def _last_line(text: str) -> str:

@@ -172,7 +172,7 @@ def _runs(results: list[dict[str, Any]], name: str, folder: Path) -> list[dict[s
 
 
 def _hardware(runs: list[dict[str, Any]]) -> str:
-    return "; ".join(dict.fromkeys(tables.machine(r).split(" (")[0] for r in runs))
+    return "; ".join(dict.fromkeys(tables.hardware_name(r) for r in runs))
 
 
 def _paper(claim: dict[str, Any], unit: str = "") -> str:

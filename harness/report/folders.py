@@ -53,11 +53,9 @@ def show(folder: Path, results: list[dict[str, Any]], reference: str | None, tes
     already there), with the command's --reference/--test-stat or else the ones the folder's tables record;
     runs timed on another machine keep the folder's tables from being written (they are printed apart)."""
     everything = [r for r in load_results(folder) if Path(r["_path"]).parent.parent == folder] or results
-    recorded = tables.recorded_options(folder)
+    recorded = tables.recorded_for(folder, everything)
     if reference is None and test_stat is None and recorded is not None and recorded.split == "test":
-        names = {r["run_name"] for r in everything} | {r["method"] for r in everything}
-        if recorded.reference is None or recorded.reference in names:
-            reference, test_stat = recorded.reference, recorded.test_stat
+        reference, test_stat = recorded.reference, recorded.test_stat
     machines = tables.by_machine(everything)
     for runs in machines.values():
         print_tables(runs, reference if any(r["run_name"] == reference or r["method"] == reference for r in runs)

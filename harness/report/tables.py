@@ -18,7 +18,7 @@ from tabulate import tabulate
 
 from harness.config.plan import resolve_reference
 from harness.config.spec import MetricSpec, TrainSpec
-from harness.errors import unknown
+from harness.errors import ConfigError, unknown
 from harness.report import stats
 from harness.run import contention
 from harness.store.io import write_text_atomic
@@ -353,10 +353,15 @@ def _timing_row(name: str, runs: list[dict[str, Any]], base: list[dict[str, Any]
 def _streamed_flag(runs: list[dict[str, Any]], tag: str) -> str:
     """' [streamed]' (or ' [streamed j/n]') when runs ranked the protocol on the streaming path, whose score and rank
     times interleave (docs/measurement.md); '' for the whole-matrix path and for files from before the paths."""
-    streamed = sum(((r["profile"].get("test_path") or {}).get(tag) or {}).get("path") == "stream" for r in runs)
+    streamed = sum(_streamed(r, tag) for r in runs)
     if not streamed:
         return ""
     return " [streamed]" if streamed == len(runs) else f" [streamed {streamed}/{len(runs)}]"
+
+
+def _streamed(result: dict[str, Any], tag: str) -> bool:
+    """Whether the run ranked protocol ``tag`` on the streaming path."""
+    return bool(((result["profile"].get("test_path") or {}).get(tag) or {}).get("path") == "stream")
 
 
 def search_lines(results: list[dict[str, Any]]) -> list[str]:
@@ -452,8 +457,7 @@ def timing_footnote(results: list[dict[str, Any]]) -> list[str]:
                      "loss on every batch of pairs (loss s) before scoring and ranking; as released = pair encode + "
                      "loss + score + rank. Test s beside it is the protocol's own cost (each item encoded once, no "
                      "loss).")
-    if any(((r["profile"].get("test_path") or {}).get(tag) or {}).get("path") == "stream"
-           for r in results for tag in (r["profile"].get("test_path") or {})):
+    if any(_streamed(r, tag) for r in results for tag in (r["profile"].get("test_path") or {})):
         lines.append("[streamed]: the protocol was ranked on the streaming path (test.path): "
                      "blocks of the score matrix "
                      "are scored and ranked in turn, so score s is the time inside the scorer over all blocks (some "
@@ -597,6 +601,19 @@ def recorded_options(folder: Path) -> TableOptions | None:
     return None
 
 
+def recorded_for(folder: Path, results: list[dict[str, Any]]) -> TableOptions | None:
+    """:func:`recorded_options` of ``folder`` when they still apply to ``results``: their reference (None, or
+    one that still names a run, resolved to its run name); None when there are none or the reference is gone."""
+    recorded = recorded_options(folder)
+    if recorded is None:
+        return None
+    try:
+        reference = resolve_reference(recorded.reference, ((r["run_name"], r["method"]) for r in results))
+    except ConfigError:
+        return None
+    return TableOptions(reference, recorded.test_stat, recorded.split)
+
+
 def table_folders(results: list[dict[str, Any]]) -> dict[Path, list[dict[str, Any]]]:
     """Result dicts (as :func:`harness.store.schema.load_results` reads them) grouped by the folder their
     tables belong in: the folder holding each run's folder (``<out>/<task>`` for ``run --out OUT``)."""
@@ -606,11 +623,16 @@ def table_folders(results: list[dict[str, Any]]) -> dict[Path, list[dict[str, An
     return dict(sorted(folders.items()))
 
 
-def machine(result: dict[str, Any]) -> str:
-    """The hardware a result was timed on: the GPU's name, or the CPU's model and core count."""
+def hardware_name(result: dict[str, Any]) -> str:
+    """What a result was timed on: the GPU's name, or the CPU's model and core count."""
     hw = result["environment"]["hardware"]
     gpu = (hw.get("gpu") or {}).get("name")
-    return f"{gpu} ({hw['device']})" if gpu else f"{hw['cpu']}, {hw['cores']} cores ({hw['device']})"
+    return str(gpu) if gpu else f"{hw['cpu']}, {hw['cores']} cores"
+
+
+def machine(result: dict[str, Any]) -> str:
+    """The hardware a result was timed on, with its device: :func:`hardware_name` ('cuda' or 'cpu')."""
+    return f"{hardware_name(result)} ({result['environment']['hardware']['device']})"
 
 
 def by_machine(results: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
