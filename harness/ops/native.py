@@ -27,6 +27,7 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -50,6 +51,8 @@ class _Kernel:
         self.seconds: float | None = None  # build (or cache lookup) plus load
         self.path: Path | None = None
         self.width: int | None = None  # lanes of the build in use
+        self.compiler: str | None = None
+        self.compiler_version: str | None = None  # the first line of its --version
 
     def load(self) -> None:
         self.tried = True
@@ -143,6 +146,7 @@ def _build_and_load() -> tuple[ctypes.CDLL, Path, int]:
         version = subprocess.run([cc, "--version"], capture_output=True, text=True, timeout=30).stdout
     except (OSError, subprocess.SubprocessError) as exc:
         raise _Unavailable(f"C compiler {cc!r} does not run: {exc}") from None
+    _KERNEL.compiler, _KERNEL.compiler_version = cc, (version.splitlines() or [""])[0]
     chosen = None
     for width in ((16, 8) if setting_ == "auto" else (8,)):
         try:
@@ -177,6 +181,15 @@ def describe() -> str:
     if reason is not None:
         return f"unavailable: {reason}"
     return f"native ({'AVX-512' if _KERNEL.width == 16 else 'AVX2'}, {_KERNEL.width} lanes)"
+
+
+def build_record() -> dict[str, Any]:
+    """The build in use, for a result file: source file, compiler and its version line, flags, lanes."""
+    if unavailable() is not None:
+        return {"unavailable": _KERNEL.reason}
+    return {"source": SOURCE.name, "compiler": _KERNEL.compiler, "compiler_version": _KERNEL.compiler_version,
+            "flags": [*FLAGS, f"-DSK_WIDTH={_KERNEL.width}"], "lanes": _KERNEL.width,
+            "library": _KERNEL.path.name if _KERNEL.path else None}
 
 
 def build_seconds() -> float | None:

@@ -19,6 +19,7 @@ import math
 import os
 import time
 import warnings
+from collections import Counter
 from typing import Any
 
 import torch
@@ -90,6 +91,7 @@ def sinkhorn(logits: torch.Tensor, eta: float, n_iters: int = 3, *, distributed:
         raise ValueError(f"sinkhorn expects (N, K) logits, got shape {tuple(logits.shape)}")
     if n_iters < 1:
         raise ValueError(f"n_iters must be >= 1, got {n_iters}")
+    _PATHS["eager"] += 1
     if distributed and not (dist.is_available() and dist.is_initialized()):
         raise RuntimeError("sinkhorn(distributed=True) needs an initialised torch.distributed process group; "
                            "pass distributed=False in a single process")
@@ -111,6 +113,20 @@ def _softmax_rows_(t: torch.Tensor) -> torch.Tensor:
     entries (exp(t + f) with f = -logsumexp would lose that once |t| reaches the thousands)."""
     t = t.sub_(t.amax(1, keepdim=True)).clamp_min_(_EXP_FLOOR).exp_()
     return t.div_(t.sum(1, keepdim=True))
+
+
+# Sinkhorn solves by implementation since reset_paths(): a result file records which path its run took
+_PATHS: Counter[str] = Counter()
+
+
+def reset_paths() -> None:
+    """Start counting the Sinkhorn solves of a run afresh (:func:`path_counts`)."""
+    _PATHS.clear()
+
+
+def path_counts() -> dict[str, int]:
+    """Sinkhorn problems solved since :func:`reset_paths`, by implementation: native, compiled, eager."""
+    return {k: v for k, v in _PATHS.items() if v}
 
 
 # ---------------------------------------------------------------- the fused (compiled) Sinkhorn
@@ -274,6 +290,7 @@ def fused_sinkhorn_pair(logits: list[torch.Tensor], eta: float, n_iters: int = 3
     if _native_ready(mode, logits):
         qs = native.solve(list(logits), float(eta), n_iters, from_logits=from_logits, rows=rows)
         if qs is not None:
+            _PATHS["native"] += len(qs)
             return qs
         if mode == "native":  # a non-finite logit: the eager reference says what that gives
             mode = "off"
@@ -284,7 +301,9 @@ def _fused_one(logits: torch.Tensor, eta: float, n_iters: int, from_logits: bool
     """The compiled kernel (``auto``, ``on``) with the eager fallback, or the eager functions (``off``)."""
     if mode != "off" and len(logits) > 0 and (mode == "on" or _COMPILED.failed is None):
         try:
-            return _COMPILED(logits.detach(), float(eta), n_iters, from_logits)
+            solved = _COMPILED(logits.detach(), float(eta), n_iters, from_logits)
+            _PATHS["compiled"] += 1
+            return solved
         except Exception as exc:  # noqa: BLE001 - any compiler failure falls back to the reference
             if mode == "on":
                 raise

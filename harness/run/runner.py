@@ -19,8 +19,8 @@ from harness.config import plan
 from harness.config.plan import Run
 from harness.config.registry import plugin_folders
 from harness.config.spec import MetricSpec, TaskSpec, TestSpec, TrainSpec
-from harness.data.paired import PairedData, Split
-from harness.errors import ConfigError
+from harness.data.paired import PairedData, Split, expand_root
+from harness.errors import ConfigError, DataError
 from harness.method import Method
 from harness.ops import precision as prec
 from harness.run import checkpoint as ckpt
@@ -29,6 +29,7 @@ from harness.run import floor as floors
 from harness.run import train as tr
 from harness.run.build import build_method, classes_of, load_source, resolve_device, resolved_settings  # noqa: F401 (the runner's API)
 from harness.run.profiling import Profiler
+from harness.store import executed
 from harness.store.io import atomic_write, save_checkpoint
 from harness.store.provenance import code_record, environment
 from harness.store.schema import Result, result_path, write_result
@@ -37,6 +38,7 @@ from harness.store.schema import Result, result_path, write_result
 def load_data(spec: TaskSpec) -> PairedData:
     """Load the task's dataset through its registered source; check that its validation and test splits
     support the requested relevance and that every fold protocol fits them."""
+    executed.watch_reads()  # the data files read are named in each run's record
     data = load_source(spec)
     preflight.check_data(spec, data)
     return data
@@ -84,6 +86,16 @@ def finished_result(run: Run, opts: RunOptions) -> dict[str, Any] | None:
     return done
 
 
+def _data_dir(root: Any) -> Path | None:
+    """The folder a task's dataset root names here (None without a root, or with a variable left unset)."""
+    if not root:
+        return None
+    try:
+        return expand_root(str(root))
+    except DataError:
+        return None
+
+
 def _init_text(opts: RunOptions) -> str | None:
     return str(opts.init) if opts.init is not None else None
 
@@ -97,6 +109,7 @@ def run_one(run: Run, data: PairedData, opts: RunOptions) -> dict[str, Any] | No
     checkpoints, tests and writes the result; the other processes return None.
     """
     started = time.perf_counter()
+    recorder = executed.Recorder()
     spec, name, seed, info = run.spec, run.method, run.seed, opts.dist
     data = data.for_device(opts.device)
     torch.manual_seed(seed)
@@ -170,6 +183,10 @@ def run_one(run: Run, data: PairedData, opts: RunOptions) -> dict[str, Any] | No
         dataset=data.info, environment=environment(opts.device, plugin_folders()),
         checkpoint=path.with_suffix(".pt").name, ranks=path.with_suffix(".ranks.npz").name, search=prof.search,
         wall_s=time.perf_counter() - started, code=code_record(classes_of(spec, name)))
+    root = spec.resolved(name)["dataset"].get("root")
+    result.executed = recorder.finish(classes=classes_of(spec, name), plugin_dirs=plugin_folders(), data=data,
+                                      data_root=root, data_dir=_data_dir(root), device=opts.device,
+                                      threads=torch.get_num_threads(), precision=precision)
     if prof.extrapolated:
         result.metrics_skipped = {
             f"test{tag}": f"time_budget_s stopped the test scoring after {100 * e['fraction_scored']:.2f}% of the "

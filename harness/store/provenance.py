@@ -30,6 +30,23 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+VECTOR_FLAGS = ("sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512dq", "avx512bw", "avx512vl", "avx512_vnni",
+                "avx512_bf16", "avx512_fp16", "amx_tile", "amx_bf16", "neon", "asimd", "sve")
+
+
+def cpu_flags() -> list[str]:
+    """The CPU's vector extensions that change float results (kernels chosen, fused multiply-adds), as
+    /proc/cpuinfo lists them; empty where it cannot be read."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith(("flags", "Features")):
+                present = set(line.split(":", 1)[1].split())
+                return [f for f in VECTOR_FLAGS if f in present]
+    except OSError:
+        pass
+    return []
+
+
 def nvml_reader(device: torch.device) -> tuple[Callable[[], int] | None, dict[str, Any], str]:
     """A callable reading NVML's used memory for ``device``, GPU facts, or the reason it is absent."""
     try:
@@ -134,7 +151,8 @@ def environment(device: torch.device, plugin_folders: Iterable[str | Path] = ())
     import numpy
 
     return {
-        "hardware": {"cpu": cpu_model(), "cores": os.cpu_count(), "torch_threads": torch.get_num_threads(),
+        "hardware": {"cpu": cpu_model(), "cpu_flags": cpu_flags(), "cores": os.cpu_count(),
+                     "torch_threads": torch.get_num_threads(),
                      "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
                      "ram_gib": round(psutil.virtual_memory().total / 2**30, 1), "device": str(device),
                      "gpu": gpu_info(device)},

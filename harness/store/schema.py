@@ -78,6 +78,11 @@ class Result:
         "protocols without metrics (a test time budget stopped the scoring) and why", omit_none=True))
     code: dict[str, Any] | None = field(default=None, metadata=_doc(
         "SHA-256 of the source files of the method, encoders and data source", omit_none=True))
+    executed: dict[str, Any] | None = field(default=None, metadata=_doc(
+        "what the run executed (harness.store.executed): SHA-256 and normalized hash of every project and plugin "
+        "file it loaded, the kernels' paths (Sinkhorn implementation, native build, device, threads, precision), "
+        "torch and numpy versions, a fingerprint of the data and the data files read, the commit and whether the "
+        "files equal it (clean), and the recording's cost", omit_none=True))
     sources: list[dict[str, Any]] | None = field(default=None, metadata=_doc(
         "the runs an ensemble combines", omit_none=True))
     search: dict[str, Any] | None = field(default=None, metadata=_doc(
