@@ -304,13 +304,23 @@ def cmd_rerun(args: argparse.Namespace) -> int:
     out = Path(args.out)
     preflight.check_out(out, [result_path(out, r.spec.name, r.run_name, r.seed).parent for r in runs])
     preflight.check_environment()
+    groups = grid.thread_groups(records, args.threads)
     setup = _grid(args)
     opts = grid.options(setup)
-    for line in grid.rerun_warnings(records, opts.device.type, opts.dist.world_size):
+    for line in grid.rerun_warnings(records, opts.device.type, opts.dist.world_size, args.threads):
         print(f"warning: {line}", file=sys.stderr)
     print(f"re-running {len(runs)} run(s) from their result files into {out}/")
-    outcome = grid.run(runs, setup, opts, inits)
-    check = (lambda results: grid.check_reruns(records, results)) if args.check else None
+    outcome = None
+    for threads, members in groups.items():  # each run with the threads its file records (or --threads)
+        if len(groups) > 1 or threads != args.threads:
+            print(f"{len(members)} run(s) with {threads or 'torch default'} torch thread(s)"
+                  f"{' (as recorded)' if args.threads is None else ''}")
+        args_threads = argparse.Namespace(**{**vars(args), "threads": threads})
+        part = grid.run([runs[i] for i in members], _grid(args_threads), grid.options(_grid(args_threads)),
+                        [inits[i] for i in members])
+        outcome = part if outcome is None else outcome.merged(part)
+    assert outcome is not None
+    check = (lambda results: grid.check_reruns(records, results, opts.device.type)) if args.check else None
     return _finish(outcome, args, {r.spec.name for r in runs}, check)
 
 

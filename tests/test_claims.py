@@ -78,7 +78,7 @@ def test_check_fails_when_a_hidden_shift_flips_a_verdict(synthetic, capsys):
     assert main(["claims", str(ledger), "--check"]) == 1
     captured = capsys.readouterr()
     assert "records 'reproduced', the results now give 'not reproduced'" in captured.err
-    assert "1 verdict(s) differ" in captured.out
+    assert "1 problem(s)" in captured.out
 
 
 def test_check_fails_when_a_timing_ratio_moves(tmp_path, capsys):

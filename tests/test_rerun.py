@@ -44,7 +44,7 @@ def test_rerun_reproduces_every_run_of_a_grid_exactly(finished, tmp_path, capsys
         assert new["config"] == old["config"]
         assert new["environment"]["argv"][1] == "rerun"
     printed = capsys.readouterr().out
-    assert "3 of 3 run(s) reproduced their recorded test metrics exactly" in printed
+    assert "3 of 3 run(s) made on this kind of machine reproduced their recorded test metrics exactly" in printed
     assert (again / "tiny" / "accuracy.md").is_file()
 
 
@@ -73,7 +73,7 @@ def test_check_fails_and_names_the_metric_that_differs(finished, tmp_path, capsy
     printed = capsys.readouterr().out
     assert code == 1
     assert "differ, largest a2b/R@1" in printed
-    assert "0 of 1 run(s) reproduced" in printed
+    assert "0 of 1 run(s) made on this kind of machine reproduced" in printed
 
 
 def test_data_root_replaces_the_recorded_one_and_is_recorded(tmp_path):
@@ -153,7 +153,7 @@ def test_a_run_made_elsewhere_warns_before_it_is_made_again(tmp_path, capsys):
     """A GPU run re-made on the CPU, or a torchrun run re-made by one process, says so (once per kind)."""
     from harness.run.grid import rerun_warnings
 
-    record = json.loads((ROOT / "results" / "synthetic" / "contrastive" / "seed0.json").read_text())
+    record = _here(json.loads((ROOT / "results" / "synthetic" / "contrastive" / "seed0.json").read_text()))
     gpu = json.loads(json.dumps(record))
     gpu["environment"]["hardware"]["device"] = "cuda"
     two = json.loads(json.dumps(record))
@@ -166,6 +166,52 @@ def test_a_run_made_elsewhere_warns_before_it_is_made_again(tmp_path, capsys):
     assert rerun_warnings([(Path("d.json"), record)], "cpu", 1) == []
 
 
+def _here(record: dict) -> dict:
+    """``record`` as if made on this machine with these libraries."""
+    from harness.run.grid import this_machine
+
+    here = this_machine("cpu")
+    record["environment"]["hardware"].update(cpu=here["CPU"], cpu_flags=here["vector extensions"])
+    record["environment"]["versions"].update(torch=here["torch"], numpy=here["numpy"])
+    return record
+
+
+def test_another_cpu_model_is_named_first_and_its_differences_are_expected(finished, tmp_path, capsys):
+    """A file made on another CPU model: rerun warns before running, and --check reports its differences as
+    expected from the hardware (exit 0); the same difference on this machine's model is a failure (exit 1)."""
+    path = finished / "tiny" / "contrastive" / "seed0.json"
+    record = json.loads(path.read_text())
+    record["environment"]["hardware"].update(cpu="Some Other CPU", cpu_flags=["avx2", "fma"])
+    record["metrics"]["a2b/R@1"] += 1.0  # as if that CPU's rounding had moved it
+    path.write_text(json.dumps(record))
+    capsys.readouterr()
+    assert main(["rerun", str(path), "--out", str(tmp_path / "a"), "--check", "--no-progress"]) == 0
+    captured = capsys.readouterr()
+    assert "was made on other hardware or libraries (CPU: Some Other CPU ->" in captured.err
+    assert "expected from hardware" in captured.out and "(not counted as a failure)" in captured.out
+    path.write_text(json.dumps(_here(record)))
+    assert main(["rerun", str(path), "--out", str(tmp_path / "b"), "--check", "--no-progress"]) == 1
+    assert "0 of 1 run(s) made on this kind of machine reproduced" in capsys.readouterr().out
+
+
+def test_rerun_uses_the_recorded_threads_unless_told(finished, tmp_path, capsys):
+    """Without --threads a run is re-made with the thread count its file records; --threads overrides it
+    with a warning that the numbers will differ."""
+    path = finished / "tiny" / "swamp" / "seed0.json"
+    record = json.loads(path.read_text())
+    record["environment"]["hardware"]["torch_threads"] = 1
+    path.write_text(json.dumps(record))
+    capsys.readouterr()
+    assert main(["rerun", str(path), "--out", str(tmp_path / "a"), "--no-progress"]) == 0
+    made = json.loads((tmp_path / "a" / "tiny" / "swamp" / "seed0.json").read_text())
+    assert made["environment"]["hardware"]["torch_threads"] == 1
+    assert "1 run(s) with 1 torch thread(s) (as recorded)" in capsys.readouterr().out
+    assert main(["rerun", str(path), "--out", str(tmp_path / "b"), "--threads", "2", "--no-progress"]) == 0
+    assert "--threads 2 re-runs it with 2: the numbers will differ" in capsys.readouterr().err
+    assert json.loads((tmp_path / "b" / "tiny" / "swamp" / "seed0.json").read_text())["environment"]["hardware"][
+        "torch_threads"] == 2
+
+
 @pytest.mark.slow
 def test_rerun_in_worker_processes_matches_the_sequential_one(finished, tmp_path, capsys):
     """--launcher local hands each run to a worker as `harness rerun FILE`: the same files, the same check."""
@@ -174,7 +220,7 @@ def test_rerun_in_worker_processes_matches_the_sequential_one(finished, tmp_path
                  "--threads", "1", "--check", "--no-progress"]) == 0
     printed = capsys.readouterr().out
     assert "3 run(s) in 2 worker process(es), 1 torch thread(s) each" in printed
-    assert "3 of 3 run(s) reproduced their recorded test metrics exactly" in printed
+    assert "3 of 3 run(s) made on this kind of machine reproduced their recorded test metrics exactly" in printed
     made = _results(tmp_path / "workers")
     assert sorted(made) == sorted(_results(finished))
     assert all(r["environment"]["argv"][1] == "rerun" for r in made.values())

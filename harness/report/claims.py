@@ -18,6 +18,7 @@ the benchmark gate's change of speed does.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import statistics
 import sys
@@ -30,6 +31,7 @@ from tabulate import tabulate
 
 from harness.errors import ConfigError
 from harness.report import stats, tables
+from harness.store import freshness as fr
 from harness.store.schema import load_results
 
 REPRODUCED, DIRECTION, NOT_REPRODUCED, NOT_MEASURED = "reproduced", "direction only", "not reproduced", \
@@ -54,6 +56,19 @@ class Line:
     why: str
     hardware: str
     evidence: str  # the results folder ('' when not measured)
+    freshness: fr.Freshness | None = None  # the evidence's runs against the checkout (None: not measured)
+    accepted: str = ""  # why the ledger accepts this evidence though it is not fresh (its `stale_ok:`)
+
+    @property
+    def state(self) -> str:
+        """fresh, stale, dirty or unverifiable; '' when nothing was measured."""
+        return self.freshness.state if self.freshness is not None else ""
+
+    def shown_verdict(self) -> str:
+        """The verdict, marked when its evidence is not fresh: ``reproduced (stale)``."""
+        if self.freshness is None or self.state == fr.FRESH:
+            return self.verdict
+        return f"{self.verdict} ({self.state}{', accepted' if self.accepted else ''})"
 
 
 def load(path: Path) -> dict[str, Any]:
@@ -91,27 +106,49 @@ def load(path: Path) -> dict[str, Any]:
                                   f"valid: {', '.join(VERDICTS)}")
             if kinds[0] != "not_measured" and not item.get("results"):
                 raise ConfigError(f"{where} ({claim['id']}) evidence[{j}] needs results: (a results folder)")
+            if "stale_ok" in item and not (isinstance(item["stale_ok"], str) and item["stale_ok"].strip()):
+                raise ConfigError(f"{where} ({claim['id']}) evidence[{j}]: stale_ok: must say why this evidence "
+                                  "may stand though it is not fresh (one sentence)")
     return data
 
 
-def judge(path: Path, root: Path | None = None) -> list[Line]:
+def judge(path: Path, root: Path | None = None, checkout: fr.Checkout | None = None) -> list[Line]:
     """Every piece of evidence of the ledger at ``path``, measured from the result files under ``root``
-    (default: the folder holding the ledger's ``claims/`` folder) and judged."""
+    (default: the folder holding the ledger's ``claims/`` folder), judged, and its runs' freshness taken
+    against ``checkout`` (default: the checkout of the running harness)."""
     ledger = load(path)
     root = path.resolve().parent.parent if root is None else root
+    checkout = checkout or fr.Checkout()
     rules = {**RULES, **(ledger.get("rules") or {})}
     cache: dict[Path, list[dict[str, Any]]] = {}
     lines = []
     for claim in ledger["claims"]:
         for item in claim["evidence"]:
-            lines.append(_judge_one(claim, item, root, rules, cache))
+            line = _judge_one(claim, item, root, rules, cache)
+            if line.evidence:
+                used = [r for r in cache.get(Path(line.evidence), []) if r["run_name"] in _run_names(item)]
+                line = dataclasses.replace(line, freshness=fr.combine(fr.judge(r, checkout) for r in used),
+                                           accepted=str(item.get("stale_ok") or "").strip())
+            lines.append(line)
     return lines
 
 
+def _run_names(item: dict[str, Any]) -> set[str]:
+    spec = item.get("ratio") or item.get("difference") or {}
+    return {str(spec.get("of")), str(spec.get("to"))}
+
+
 def check(lines: list[Line]) -> list[str]:
-    """One message per piece of evidence whose verdict differs from the one the ledger records."""
-    return [f"{line.claim_id} ({line.evidence or 'not measured'}): the ledger records {line.recorded!r}, the "
-            f"results now give {line.verdict!r} ({line.why})" for line in lines if line.verdict != line.recorded]
+    """One message per piece of evidence whose verdict differs from the one the ledger records, and one per
+    piece whose runs are stale, dirty or unverifiable unless the ledger accepts it (``stale_ok:``)."""
+    messages = [f"{line.claim_id} ({line.evidence or 'not measured'}): the ledger records {line.recorded!r}, the "
+                f"results now give {line.verdict!r} ({line.why})" for line in lines if line.verdict != line.recorded]
+    for line in lines:
+        if line.freshness is not None and line.state != fr.FRESH and not line.accepted:
+            messages.append(f"{line.claim_id} ({line.evidence}): its evidence is {line.state}: "
+                            f"{line.freshness.why(limit=20)}; re-make it (python -m harness reproduce "
+                            f"{line.claim_id} --write), or say under stale_ok: in the ledger why it may stand")
+    return messages
 
 
 def render(lines: list[Line], fmt: str = "simple", link_prefix: str = "") -> str:
@@ -123,8 +160,9 @@ def render(lines: list[Line], fmt: str = "simple", link_prefix: str = "") -> str
         if line.evidence and fmt in ("md", "github"):
             evidence = f"[{line.evidence}]({link_prefix}{line.evidence}/)"
         ours = line.ours + (f" {line.interval}" if line.interval else "")
-        rows.append([line.claim, line.paper, ours, line.verdict, line.hardware or "–", evidence])
-    header = ["claim", "paper", "ours (95% CI or range)", "verdict", "hardware", "evidence"]
+        state = (line.state + (" (accepted)" if line.accepted and line.state != fr.FRESH else "")) or "–"
+        rows.append([line.claim, line.paper, ours, line.shown_verdict(), line.hardware or "–", evidence, state])
+    header = ["claim", "paper", "ours (95% CI or range)", "verdict", "hardware", "evidence", "evidence is"]
     table: str = tabulate(rows, header, tablefmt="github" if fmt == "md" else fmt, disable_numparse=True)
     return table
 
@@ -278,10 +316,17 @@ def cmd(args: argparse.Namespace) -> int:
     print(f"\n{summary(lines)}. Why:")
     for line in lines:
         print(f"  {line.claim_id} ({line.evidence or 'not measured'}): {line.verdict}: {line.why}")
+    stale = [line for line in lines if line.freshness is not None and line.state != fr.FRESH]
+    if stale:
+        print("\nEvidence that is not fresh against this checkout (docs/claims.md, 'Evidence and code'):")
+        for line in stale:
+            print(f"  {line.claim_id} ({line.evidence}): {line.state}: {line.freshness.why() if line.freshness else ''}"
+                  + (f" [accepted: {line.accepted}]" if line.accepted else ""))
     if not args.check:
         return 0
-    changed = check(lines)
-    for message in changed:
-        print(f"verdict changed: {message}", file=sys.stderr)
-    print(f"\n{len(changed)} verdict(s) differ from {ledger}" if changed else f"\nevery verdict matches {ledger}")
-    return 1 if changed else 0
+    failures = check(lines)
+    for message in failures:
+        print(f"claims check: {message}", file=sys.stderr)
+    print(f"\n{len(failures)} problem(s) with {ledger}" if failures else
+          f"\nevery verdict matches {ledger} and rests on fresh (or accepted) evidence")
+    return 1 if failures else 0

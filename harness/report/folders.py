@@ -8,6 +8,7 @@ from typing import Any
 
 from harness.errors import ConfigError
 from harness.report import tables
+from harness.store import freshness as fr
 from harness.store.schema import load_results
 
 
@@ -31,7 +32,7 @@ def cmd(args: argparse.Namespace) -> int:
             rendered = tables.render(shown, args.format, reference=options.reference, test_stat=options.test_stat)
             print(f"{where} (task {runs[0]['task']}{f'; {name}' if len(machines) > 1 else ''})\n\n"
                   f"Accuracy ({options.split})\n{rendered['accuracy']}\n\n"
-                  f"Timing ({tables.hardware_line(runs)})\n{rendered['timing']}\n")
+                  f"Timing ({tables.hardware_line(runs)})\n{rendered['timing']}\n\n{code_line(runs)}\n")
         if len(machines) > 1:
             mixed.append(f"{where} ({len(machines)} machines: {'; '.join(machines)})")
         writes.append((where, subset, options))
@@ -76,3 +77,19 @@ def print_tables(results: list[dict[str, Any]], reference: str | None = None, te
     rendered = tables.render(results, "simple", reference=reference, test_stat=test_stat)
     print(f"\nAccuracy (test split, %; mean ± std over seeds)\n{rendered['accuracy']}")
     print(f"\nTiming and peak memory ({tables.hardware_line(results)})\n{rendered['timing']}")
+    print(f"\n{code_line(results)}")
+
+
+def code_line(results: list[dict[str, Any]], checkout: fr.Checkout | None = None) -> str:
+    """One line under a folder's tables: how its runs stand against this checkout (fresh, stale with the
+    files, dirty, unverifiable). The written tables leave it out: they describe the results, this line the
+    results against the code at hand."""
+    checkout = checkout or fr.Checkout()
+    judged = {r["run_name"]: fr.combine(fr.judge(x, checkout) for x in results if x["run_name"] == r["run_name"])
+              for r in results}
+    counts = {s: sum(1 for j in judged.values() if j.state == s) for s in fr.STATES}
+    text = "Code against this checkout: " + ", ".join(f"{n} run(s) {s}" for s, n in counts.items() if n)
+    for name, j in judged.items():
+        if j.state in (fr.STALE, fr.DIRTY):
+            text += f"\n  {name}: {j.state}: {j.why(limit=4)}"
+    return text

@@ -30,6 +30,7 @@ from urllib.parse import quote, unquote
 
 from harness.errors import ConfigError
 from harness.report import markdown, plot, tables
+from harness.store import freshness as fr
 from harness.store.io import write_text_atomic
 from harness.store.schema import load_results
 
@@ -251,17 +252,33 @@ def command(result: dict[str, Any]) -> str:
 
 
 def provenance_rows(rs: ResultSet) -> tuple[list[str], list[list[str]]]:
-    header = ["run", "seed", "machine", "device", "threads", "precision", "torch", "commit", "date", "wall s",
-              "command"]
+    """One row per result file: where and how it was made, and its code against this checkout (``code``:
+    fresh, stale with the changed files, dirty or unverifiable; :mod:`harness.store.freshness`)."""
+    header = ["run", "seed", "machine", "device", "threads", "precision", "torch", "commit", "code", "date",
+              "wall s", "command"]
     rows = []
+    checkout = _checkout()
     for r in rs.results:
+        judged = fr.judge(r, checkout)
+        code = judged.state if judged.state in (fr.FRESH, fr.UNVERIFIABLE) else f"{judged.state}: {judged.why(3)}"
         env, git = r["environment"], r["environment"].get("git") or {}
         commit = (git.get("commit") or "?")[:10] + (" (dirty)" if git.get("dirty") else "")
         wall = r.get("wall_s")
         rows.append([r["run_name"], str(r["seed"]), machine(r), env["hardware"]["device"],
                      str(env["hardware"].get("torch_threads", "?")), tables._precision(r), env["versions"]["torch"],
-                     commit, str(env.get("date", "?"))[:19], "–" if wall is None else f"{wall:.1f}", command(r)])
+                     commit, code, str(env.get("date", "?"))[:19], "–" if wall is None else f"{wall:.1f}",
+                     command(r)])
     return header, rows
+
+
+_CHECKOUT: list[fr.Checkout] = []
+
+
+def _checkout() -> fr.Checkout:
+    """The checkout of the running harness, read once per process (its files and HEAD's)."""
+    if not _CHECKOUT:
+        _CHECKOUT.append(fr.Checkout())
+    return _CHECKOUT[0]
 
 
 def summary(rs: ResultSet) -> dict[str, Any]:
@@ -845,7 +862,10 @@ def ledger_rows(folders: list[Path], sets: list[ResultSet], fmt: str) -> tuple[l
     lines = claims.judge(root / claims.DEFAULT_LEDGER, root)
     pages = {rs.folder.resolve(): f"{rs.slug}.{fmt}" for rs in sets}
     rows = [{"claim": line.claim, "paper": line.paper, "ours": line.ours, "interval": line.interval,
-             "verdict": line.verdict, "why": line.why, "hardware": line.hardware or "–",
+             "verdict": line.shown_verdict(), "why": line.why + (f"; evidence {line.state}: "
+                                                                  f"{line.freshness.why(4)}" if line.freshness
+                                                                  and line.state != fr.FRESH else ""),
+             "hardware": line.hardware or "–",
              "evidence": line.evidence, "page": pages.get((root / line.evidence).resolve(), "") if line.evidence
              else ""} for line in lines]
     return rows, claims.summary(lines)

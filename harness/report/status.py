@@ -28,6 +28,7 @@ from tabulate import tabulate
 
 from harness.errors import ConfigError
 from harness.run import checkpoint, locks
+from harness.store import freshness as fr
 
 STATES = ("finished", "running", "interrupted", "not started")
 _FILE = re.compile(r"\.?seed(\d+)(\.json|\.resume\.pt|\.lock)$")
@@ -88,18 +89,32 @@ def job_states(out: Path, tasks: set[str]) -> dict[tuple[str, str, int], tuple[s
     return states
 
 
-def table(out: Path, runs: list[tuple[str, str, int]]) -> tuple[list[list[Any]], Counter[str]]:
-    """The rows (task, run, seed, state, job, job state) and the count of each state."""
-    from harness.store.schema import result_path
+def table(out: Path, runs: list[tuple[str, str, int]],
+          checkout: fr.Checkout | None = None) -> tuple[list[list[Any]], Counter[str]]:
+    """The rows (task, run, seed, state, code, job, job state, reason) and the count of each state; ``code``
+    is a finished run's freshness against ``checkout`` (:mod:`harness.store.freshness`), counted too."""
+    from harness.store.schema import read_result, result_path
 
     jobs = job_states(out, {t for t, _, _ in runs})
+    checkout = checkout or fr.Checkout()
     rows: list[list[Any]] = []
     counts: Counter[str] = Counter()
     for task, run, seed in runs:
-        state = run_state(result_path(out, task, run, seed))
+        path = result_path(out, task, run, seed)
+        state = run_state(path)
         counts[state] += 1
+        code = ""
+        if state == "finished":
+            try:
+                judged = fr.judge(read_result(path), checkout)
+                code = judged.state
+                if judged.state not in (fr.FRESH, fr.UNVERIFIABLE):
+                    code += f": {judged.why(limit=3)}"
+                counts[judged.state] += 1
+            except ConfigError:
+                code = "unreadable"
         job, job_state, reason = jobs.get((task, run, seed), ("", "", ""))
-        rows.append([task, run, seed, state, job, job_state, reason])
+        rows.append([task, run, seed, state, code, job, job_state, reason])
     return rows, counts
 
 
@@ -115,12 +130,16 @@ def show(out: Path, planned: list[tuple[str, str, int]] | None, fmt: str = "simp
                                          f"python -m harness status {out.parent}" if inside else ""))
         return Counter()
     rows, counts = table(out, runs)
-    with_jobs = any(r[4] for r in rows)
-    width = 4 + 2 * with_jobs + any(r[6] for r in rows)
-    headers = ["task", "run", "seed", "state", "job", "job state", "reason"][:width]
+    with_jobs = any(r[5] for r in rows)
+    width = 5 + 2 * with_jobs + any(r[7] for r in rows)
+    headers = ["task", "run", "seed", "state", "code", "job", "job state", "reason"][:width]
     print(tabulate([r[:width] for r in rows], headers=headers, tablefmt=fmt))
     shown = [s for s in STATES if counts[s] or s != "not started" or planned is not None]
     print("\n" + ", ".join(f"{counts[s]} {s}" for s in shown) + f" (of {len(rows)} runs)")
+    if counts["finished"]:
+        print("code of the finished runs against this checkout: " +
+              ", ".join(f"{counts[s]} {s}" for s in fr.STATES if counts[s]) +
+              " (fresh: the files they ran are unchanged; docs/claims.md, 'Evidence and code')")
     return counts
 
 

@@ -100,6 +100,13 @@ class Outcome:
     main: bool = True  # False in the other processes of a torchrun job: they print nothing
     refused_names: frozenset[str] = frozenset()  # the run folders refused (and not run)
 
+    def merged(self, other: "Outcome") -> "Outcome":
+        """This outcome and ``other`` (a later part of the same command) as one: their results, the first
+        failure and refusal."""
+        return Outcome(results=self.results + other.results, failed=self.failed or other.failed,
+                       refused=self.refused or other.refused, submitted=self.submitted or other.submitted,
+                       main=self.main and other.main, refused_names=self.refused_names | other.refused_names)
+
 
 def check(grid: Grid, world_size: int) -> None:
     """The launcher options fit together: positive --jobs/--threads, --jobs with local only, SLURM outside
@@ -253,10 +260,62 @@ def reruns(records: list[tuple[Path, dict[str, Any]]], data_root: str | None,
     return runs, inits
 
 
-def rerun_warnings(records: list[tuple[Path, dict[str, Any]]], device: str, world_size: int) -> list[str]:
+def recorded_threads(record: dict[str, Any]) -> int | None:
+    """The torch threads a result file's run trained with (None where the file does not say)."""
+    threads = ((record.get("environment") or {}).get("hardware") or {}).get("torch_threads")
+    return int(threads) if isinstance(threads, int) and threads > 0 else None
+
+
+def thread_groups(records: list[tuple[Path, dict[str, Any]]], threads: int | None) -> dict[int | None, list[int]]:
+    """The records' indices grouped by the threads each is re-run with: ``threads`` when given, else the
+    thread count each file records (torch's default where it records none)."""
+    groups: dict[int | None, list[int]] = {}
+    for i, (_, record) in enumerate(records):
+        groups.setdefault(threads if threads is not None else recorded_threads(record), []).append(i)
+    return groups
+
+
+def hardware_of(record: dict[str, Any]) -> dict[str, Any]:
+    """What a result file says of the hardware and libraries that shape its numbers: CPU model and vector
+    extensions, GPU, torch and numpy versions (fields a file does not record are left out)."""
+    env = record.get("environment") or {}
+    hw, versions = env.get("hardware") or {}, env.get("versions") or {}
+    facts = {"CPU": hw.get("cpu"), "vector extensions": hw.get("cpu_flags"),
+             "GPU": (hw.get("gpu") or {}).get("name") if hw.get("device", "cpu") != "cpu" else None,
+             "torch": versions.get("torch"), "numpy": versions.get("numpy")}
+    return {k: v for k, v in facts.items() if v is not None}
+
+
+def this_machine(device: str) -> dict[str, Any]:
+    """:func:`hardware_of` for the machine at hand."""
+    import numpy
+
+    from harness.store import provenance
+
+    facts: dict[str, Any] = {"CPU": provenance.cpu_model(), "vector extensions": provenance.cpu_flags(),
+                             "torch": torch.__version__, "numpy": numpy.__version__}
+    if device.startswith("cuda") and torch.cuda.is_available():
+        facts["GPU"] = torch.cuda.get_device_name()
+    return facts
+
+
+def hardware_differences(record: dict[str, Any], here: dict[str, Any]) -> list[str]:
+    """'CPU: Intel(R) Xeon(R) Processor -> AMD EPYC', one per fact the file records that differs here."""
+    return [f"{k}: {_short(v)} -> {_short(here.get(k))}" for k, v in hardware_of(record).items()
+            if k in here and here[k] != v]
+
+
+def _short(value: Any) -> str:
+    return " ".join(value) if isinstance(value, list) else str(value)
+
+
+def rerun_warnings(records: list[tuple[Path, dict[str, Any]]], device: str, world_size: int,
+                   threads: int | None = None) -> list[str]:
     """One line per kind of difference between where the runs were made and where they are made again (the
-    device type, the number of torchrun processes), which changes the numbers the runs compute."""
+    device type, the number of torchrun processes, threads forced by --threads, the CPU model, its vector
+    extensions, the GPU, torch and numpy), which changes the numbers the runs compute."""
     lines, seen = [], set()
+    here = this_machine(device)
     for path, record in records:
         made_on = ((record.get("environment") or {}).get("hardware") or {}).get("device")
         if made_on and made_on != device and ("device", made_on) not in seen:
@@ -268,15 +327,30 @@ def rerun_warnings(records: list[tuple[Path, dict[str, Any]]], device: str, worl
             seen.add(("world", processes))
             lines.append(f"{path} was made by {processes} process(es) and is made again by {world_size} here: "
                          f"expect other numbers (torchrun --nproc_per_node={processes} -m harness rerun ... to match)")
+        recorded = recorded_threads(record)
+        if threads is not None and recorded is not None and recorded != threads and ("threads", recorded) not in seen:
+            seen.add(("threads", recorded))
+            lines.append(f"{path} was made with {recorded} torch thread(s); --threads {threads} re-runs it with "
+                         f"{threads}: the numbers will differ (leave --threads out to use the recorded count)")
+        differences = hardware_differences(record, here)
+        if differences and ("hardware", tuple(differences)) not in seen:
+            seen.add(("hardware", tuple(differences)))
+            lines.append(f"{path} was made on other hardware or libraries ({'; '.join(differences)}): its numbers "
+                         "may differ here for that reason alone; --check reports such differences as expected from "
+                         "the hardware, not as a change of the code")
     return lines
 
 
-def check_reruns(records: list[tuple[Path, dict[str, Any]]], results: list[dict[str, Any]]) -> int:
-    """Print, per run, whether its test metrics equal the recorded ones exactly; the number that differ."""
+def check_reruns(records: list[tuple[Path, dict[str, Any]]], results: list[dict[str, Any]],
+                 device: str = "cpu") -> int:
+    """Print, per run, whether its test metrics equal the recorded ones exactly; the number that differ on the
+    hardware and libraries they were made with (differences on other hardware are reported as expected from
+    it, and not counted)."""
     from tabulate import tabulate
 
     new = {(r["task"], r["run_name"], r["seed"]): r for r in results}
-    rows, differ = [], 0
+    here = this_machine(device)
+    rows, differ, explained = [], 0, 0
     for path, record in records:
         result = new.get((record["task"], record["run_name"], record["seed"]))
         if result is None:
@@ -284,16 +358,26 @@ def check_reruns(records: list[tuple[Path, dict[str, Any]]], results: list[dict[
         old, now = record.get("metrics", {}), result.get("metrics", {})
         gaps = {k: abs(float(now[k]) - float(old[k])) for k in old.keys() & now.keys() if now[k] != old[k]}
         missing = sorted(old.keys() ^ now.keys())
+        hardware = hardware_differences(record, here)
         if gaps or missing:
-            differ += 1
             worst = max(gaps, key=lambda k: gaps[k]) if gaps else None
             text = (f"{len(gaps)} of {len(old)} differ, largest {worst} {old[worst]:.4g} -> {now[worst]:.4g}"
                     if worst else "") + (f"; only in one: {', '.join(missing)}" if missing else "")
+            if hardware and not missing:
+                explained += 1
+                verdict = "expected from hardware"
+            else:
+                differ += 1
+                verdict = "differs"
         else:
-            text = f"all {len(old)} identical"
-        rows.append([str(path), text])
-    print(f"\nRecorded against re-run test metrics\n{tabulate(rows, headers=['result file', 'metrics'])}")
-    print(f"\n{len(rows) - differ} of {len(rows)} run(s) reproduced their recorded test metrics exactly")
+            text, verdict = f"all {len(old)} identical", "reproduced"
+        rows.append([str(path), verdict, text, "same" if not hardware else "; ".join(hardware)])
+    print(f"\nRecorded against re-run test metrics\n"
+          f"{tabulate(rows, headers=['result file', 'verdict', 'metrics', 'hardware and libraries'])}")
+    same = len(rows) - explained
+    print(f"\n{same - differ} of {same} run(s) made on this kind of machine reproduced their recorded test metrics "
+          f"exactly" + (f"; {explained} made on other hardware or libraries differ, as expected from it (not counted "
+                        "as a failure)" if explained else ""))
     return differ
 
 

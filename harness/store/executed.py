@@ -50,7 +50,6 @@ EXCLUDED: dict[str, str] = {
     "harness.run.grid": "launches runs (settings, threads and processes are recorded)",
     "harness.run.launcher": "launches runs in worker processes",
     "harness.run.slurm": "launches runs as SLURM jobs",
-    "harness.run.rerun": "rebuilds runs from result files (their settings are recorded)",
     "harness.run.locks": "locks an output folder",
     "harness.store": "writes result files and records provenance",
     "harness.report": "tables, pages, ledgers",
