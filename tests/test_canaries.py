@@ -1,17 +1,18 @@
 """Canaries: a tiny deterministic CPU run of every registered method, against its committed trace.
 
-Each canary builds the method on the tiny test task of its family (seed 0), converts the model to float64, feeds
-it float64 features made from integers alone in the shapes of the task's (:func:`hashed`: the same bits on every
-CPU, where the sources' float32 features are not), trains three steps through the training loop's own step (:func:`harness.run.train.make_step`, the task's
-optimizer, fixed batches) and scores a few test items. The trace (``tests/canaries/<method>.json``) holds every
-logged loss term of every step, the score matrix of those items and the test metrics. A canary passes when
-every number is within a relative :data:`RTOL` of the trace (metrics, which are ranks, exactly).
+Each canary builds the method on the tiny test task of its family (seed 0), converts the model to float64, feeds it
+float64 features made from integers alone in the shapes of the task's (:func:`hashed`: the same bits on every CPU,
+where the sources' float32 features are not), trains three steps through the training loop's own step
+(:func:`harness.run.train.make_step`, the task's optimizer, fixed batches) and scores a few test items. The trace
+(``tests/canaries/<method>.json``) holds every logged loss term of every step, the score matrix of those items and
+the test metrics. A canary passes when every number is within a relative :data:`RTOL` of the trace (metrics, which
+are ranks, exactly).
 
 Why float64 and that tolerance: in float64 a different BLAS summation order (another thread count, another CPU
-model's vector width) moves these numbers by about 1e-15 relative, while a change of a method's arithmetic
-(a margin moved in its sixth digit, a temperature rounded differently, one more Sinkhorn iteration) moves them
-by 1e-7 or more; 1e-9 sits between the two, with a factor of 100 or more on each side
-(``tests/canaries/README.md`` gives the measurements and the commands that made them).
+model's vector width) moves these numbers by about 1e-15 relative, while a change of a method's arithmetic (a
+margin moved in its sixth digit, a temperature rounded differently, one more Sinkhorn iteration) moves them by 1e-7
+or more; 1e-9 sits between the two, with a factor of 100 or more on each side (``tests/canaries/README.md`` gives
+the measurements and the commands that made them).
 
 A change that moves a method's numbers fails here until its trace is re-made in the commit that explains it:
 
