@@ -47,6 +47,7 @@ EXAMPLES = {
     "report": "python -m harness report results --out runs/site --no-figures",
     "status": "python -m harness status results tasks/synthetic.yaml --methods contrastive,swamp --seeds 0-4",
     "claims": "python -m harness claims --check",
+    "reproduce": "python -m harness reproduce synthetic-pair synthetic-class --launcher local --jobs 2",
     "bench": "python -m harness bench --against HEAD~1",
 }
 
@@ -178,6 +179,23 @@ def build_parser() -> argparse.ArgumentParser:
     claims.add_argument("--check", action="store_true",
                         help="exit 1 when a verdict differs from the one the ledger records")
     claims.add_argument("--format", default="simple", help="table format (tabulate name; md for Markdown)")
+    repro = sub.add_parser("reproduce", help="re-make the evidence of the ledger's claims at this checkout and judge "
+                           "it again: committed against re-made number, interval and verdict")
+    repro.add_argument("claims", nargs="*", metavar="CLAIM", help="claim ids of the ledger (default: every claim)")
+    repro.add_argument("--ledger", default=None, help="claims ledger (default: claims/swamp-aistats2023.yaml)")
+    repro.add_argument("--budget", type=float, default=None, metavar="SECONDS",
+                       help="re-make only the evidence whose runs took this long when made (in ledger order); "
+                            "name what is left out")
+    repro.add_argument("--write", action="store_true",
+                       help="replace the committed result files and tables with the re-made ones")
+    repro.add_argument("--out", default=None, help="scratch folder (default: a new temporary folder)")
+    repro.add_argument("--device", default="auto", help="auto (default), cpu, cuda or cuda:N")
+    repro.add_argument("--launcher", choices=("sequential", "local"), default="sequential",
+                       help="sequential (default) or local: worker processes, --jobs at a time")
+    repro.add_argument("--jobs", type=int, default=None, metavar="N", help="worker processes of --launcher local")
+    repro.add_argument("--data-root", default=None, help="dataset folder (default: each file's recorded root)")
+    repro.add_argument("--allow-dirty", action="store_true", help=argparse.SUPPRESS)  # tests on copies of a tree
+    repro.add_argument("--no-progress", action="store_true", help="hide progress bars")
     status = sub.add_parser("status", help="which runs of a grid are finished, running, interrupted or not started",
                             parents=[plugins])
     status.add_argument("out", help="results folder, e.g. results")
@@ -300,26 +318,16 @@ def cmd_rerun(args: argparse.Namespace) -> int:
     from harness.store.schema import result_path
 
     records = grid.result_records(args.results)
-    runs, inits = grid.reruns(records, args.data_root, args.launcher)
+    runs, _ = grid.reruns(records, args.data_root, "sequential")  # checked first: the same run twice, checkpoints
     out = Path(args.out)
     preflight.check_out(out, [result_path(out, r.spec.name, r.run_name, r.seed).parent for r in runs])
     preflight.check_environment()
-    groups = grid.thread_groups(records, args.threads)
     setup = _grid(args)
     opts = grid.options(setup)
     for line in grid.rerun_warnings(records, opts.device.type, opts.dist.world_size, args.threads):
         print(f"warning: {line}", file=sys.stderr)
     print(f"re-running {len(runs)} run(s) from their result files into {out}/")
-    outcome = None
-    for threads, members in groups.items():  # each run with the threads its file records (or --threads)
-        if len(groups) > 1 or threads != args.threads:
-            print(f"{len(members)} run(s) with {threads or 'torch default'} torch thread(s)"
-                  f"{' (as recorded)' if args.threads is None else ''}")
-        args_threads = argparse.Namespace(**{**vars(args), "threads": threads})
-        part = grid.run([runs[i] for i in members], _grid(args_threads), grid.options(_grid(args_threads)),
-                        [inits[i] for i in members])
-        outcome = part if outcome is None else outcome.merged(part)
-    assert outcome is not None
+    outcome = grid.rerun(records, setup)
     check = (lambda results: grid.check_reruns(records, results, opts.device.type)) if args.check else None
     return _finish(outcome, args, {r.spec.name for r in runs}, check)
 
@@ -385,6 +393,12 @@ def cmd_claims(args: argparse.Namespace) -> int:
     return claims.cmd(args)
 
 
+def cmd_reproduce(args: argparse.Namespace) -> int:
+    from harness.report import reproduce
+
+    return reproduce.cmd(args)
+
+
 def cmd_status(args: argparse.Namespace) -> int:
     from harness.report import status
 
@@ -412,7 +426,8 @@ def main(argv: list[str] | None = None) -> int:
         provenance.set_command(sys.argv[1:] if argv is None else argv)
         handler = {"run": cmd_run, "rerun": cmd_rerun, "list": cmd_list, "table": cmd_table, "plot": cmd_plot,
                    "clusters": cmd_clusters, "ensemble": cmd_ensemble, "compare": cmd_compare, "report": cmd_report,
-                   "status": cmd_status, "claims": cmd_claims, "bench": cmd_bench}[args.command]
+                   "status": cmd_status, "claims": cmd_claims, "reproduce": cmd_reproduce,
+                   "bench": cmd_bench}[args.command]
         code = handler(args)
         _plugin_warnings()
         return code

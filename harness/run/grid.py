@@ -260,6 +260,30 @@ def reruns(records: list[tuple[Path, dict[str, Any]]], data_root: str | None,
     return runs, inits
 
 
+def rerun(records: list[tuple[Path, dict[str, Any]]], base: Grid, announce: bool = True) -> Outcome:
+    """Run again every run that ``records`` describe, as ``base`` says, each with the torch threads its file
+    records unless ``base.threads`` is set (:func:`thread_groups`); with the local launcher, runs that started
+    from a checkpoint run in this process after the others."""
+    outcome: Outcome | None = None
+    groups = thread_groups(records, base.threads)
+    for threads, members in groups.items():
+        part_records = [records[i] for i in members]
+        if announce and (len(groups) > 1 or threads != base.threads):
+            print(f"{len(members)} run(s) with {threads or 'torch default'} torch thread(s)"
+                  f"{' (as recorded)' if base.threads is None else ''}")
+        with_init = [r for r in part_records if r[1].get("init")] if base.launcher == "local" else []
+        plain = [r for r in part_records if r not in with_init]
+        for chunk, launcher in ((plain, base.launcher), (with_init, "sequential")):
+            if not chunk:
+                continue
+            runs, inits = reruns(chunk, base.data_root, launcher)
+            setup = dataclasses.replace(base, threads=threads, launcher=launcher,
+                                        jobs=base.jobs if launcher == "local" else None)
+            part = run(runs, setup, options(setup), inits)
+            outcome = part if outcome is None else outcome.merged(part)
+    return outcome if outcome is not None else Outcome([])
+
+
 def recorded_threads(record: dict[str, Any]) -> int | None:
     """The torch threads a result file's run trained with (None where the file does not say)."""
     threads = ((record.get("environment") or {}).get("hardware") or {}).get("torch_threads")
