@@ -51,7 +51,8 @@ class Freshness:
     def why(self, limit: int = 6) -> str:
         """One line: what made it so."""
         if self.state == UNVERIFIABLE:
-            return "no record of what ran (made before result files recorded it): re-make it"
+            return "; ".join(["no record of what ran (made before result files recorded it): re-make it",
+                              *self.notes])
         parts = []
         if self.changed:
             named = [f"{f} ({', '.join(self.functions[f])})" if self.functions.get(f) else f for f in self.changed]
