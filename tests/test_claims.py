@@ -177,3 +177,21 @@ def test_table_and_run_leave_committed_results_untouched(tiny_task, tmp_path, mo
     assert main(["run", str(tiny_task), "--methods", "contrastive", "--device", "cpu", "--no-progress"]) == 0
     assert (tmp_path / "runs" / "tiny" / "contrastive" / "seed0.json").is_file()
     assert _digest(ROOT / "results") == before
+
+
+def test_value_rule_on_known_answers(synthetic):
+    """The paper's number inside the 95% interval over seeds, or within the tolerance of the mean, reproduces."""
+    from harness.report import stats
+    from harness.store.schema import load_results
+
+    evidence = {"results": "results/synthetic", "value": {"run": "contrastive", "metric": "a2b/R@1"}}
+    runs = [r for r in load_results(synthetic / "results" / "synthetic") if r["run_name"] == "contrastive"]
+    summary = stats.summarize([r["metrics"]["a2b/R@1"] for r in runs])
+    inside = _line(synthetic, evidence, round(summary.mean, 2))
+    assert inside.verdict == claims.REPRODUCED and "inside the 95% interval" in inside.why, inside.why
+    far = _line(synthetic, evidence, summary.ci[1] + 5.0)
+    assert far.verdict == claims.NOT_REPRODUCED and "below the paper's" in far.why
+    paper = summary.ci[1] + 0.5  # outside the interval, within a tolerance of that distance and a bit
+    tolerance = round(paper - summary.mean + 0.1, 1)
+    near = _line(synthetic, {**evidence, "value": {**evidence["value"], "tolerance": tolerance}}, paper)
+    assert near.verdict == claims.REPRODUCED and f"within {tolerance:g} points of the mean" in near.why

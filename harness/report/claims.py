@@ -9,7 +9,13 @@ evidence. A piece of evidence names a results folder and one statistic measured 
 * ``difference: {of: RUN, to: RUN, metric: a2b/R@1, expect: higher|lower}``: the mean over common seeds of
   RUN − RUN on a test metric, with a paired t-test over seeds (a paired bootstrap over test queries when the
   runs share a single seed);
+* ``value: {run: RUN, metric: a2b/R@1}``: the mean over seeds of RUN's test metric against the paper's own number
+  (where the protocol is the paper's): reproduced when the paper's number lies inside the 95% interval over
+  seeds, or within the ledger's ``value_tolerance`` points of the mean; not reproduced otherwise;
 * ``not_measured: WHY``: the claim cannot be measured here (no data, no GPU), and why.
+
+A piece of evidence whose runs are not fresh against the checkout (:mod:`harness.store.freshness`) is marked, and
+``--check`` refuses it unless the evidence says why it may stand (``stale_ok: WHY``).
 
 Each computed verdict is one of :data:`VERDICTS`; the file records the verdict expected of each piece of
 evidence, and :func:`check` lists those that differ, so that a change of science fails a build the way
@@ -38,8 +44,8 @@ REPRODUCED, DIRECTION, NOT_REPRODUCED, NOT_MEASURED = "reproduced", "direction o
     "not measured here"
 VERDICTS = (REPRODUCED, DIRECTION, NOT_REPRODUCED, NOT_MEASURED)
 DEFAULT_LEDGER = Path("claims") / "swamp-aistats2023.yaml"
-RULES = {"alpha": 0.05, "ratio_tolerance": 2.0}
-_EVIDENCE_KINDS = ("ratio", "difference", "not_measured")
+RULES = {"alpha": 0.05, "ratio_tolerance": 2.0, "value_tolerance": 1.0}
+_EVIDENCE_KINDS = ("ratio", "difference", "value", "not_measured")
 
 
 @dataclass(frozen=True)
@@ -134,6 +140,9 @@ def judge(path: Path, root: Path | None = None, checkout: fr.Checkout | None = N
 
 
 def _run_names(item: dict[str, Any]) -> set[str]:
+    """The runs a piece of evidence reads."""
+    if "value" in item:
+        return {str(item["value"].get("run"))}
     spec = item.get("ratio") or item.get("difference") or {}
     return {str(spec.get("of")), str(spec.get("to"))}
 
@@ -192,6 +201,8 @@ def _judge_one(claim: dict[str, Any], item: dict[str, Any], root: Path, rules: d
     try:
         if "ratio" in item:
             return _ratio(base, claim, item["ratio"], results, folder, rules)
+        if "value" in item:
+            return _value(base, claim, item["value"], results, folder, rules)
         return _difference(base, claim, item["difference"], results, folder, rules)
     except _Missing as missing:
         return Line(**base, paper=_paper(claim), ours="–", interval="", verdict=NOT_MEASURED, why=str(missing),
@@ -305,6 +316,34 @@ def _difference(base: dict[str, Any], claim: dict[str, Any], spec: dict[str, Any
     paper = _paper(claim, "pp") if isinstance(claim.get("paper"), (int, float)) else _paper(claim)
     return Line(**base, paper=paper, ours=f"{diff:+.2f}", interval=interval, verdict=verdict, why=why,
                 hardware=_hardware(of), evidence=str(folder))
+
+
+def _value(base: dict[str, Any], claim: dict[str, Any], spec: dict[str, Any], results: list[dict[str, Any]],
+           folder: Path, rules: dict[str, Any]) -> Line:
+    metric = spec["metric"]
+    runs = _runs(results, spec["run"], folder)
+    values = stats.seed_values(runs, metric)
+    if not values:
+        raise _Missing(f"{folder}: {spec['run']} has no {metric}")
+    if not isinstance(claim.get("paper"), (int, float)):
+        raise ConfigError(f"claim {base['claim_id']}: a value needs the paper's number under paper:")
+    paper, tolerance = float(claim["paper"]), float(spec.get("tolerance", rules["value_tolerance"]))
+    summary = stats.summarize(list(values.values()))
+    ci = summary.ci
+    inside = ci is not None and ci[0] <= paper <= ci[1]
+    near = abs(summary.mean - paper) <= tolerance
+    what = f"{metric} of {spec['run']} over {summary.n} seed(s), mean {summary.mean:.2f}"
+    if inside or near:
+        verdict = REPRODUCED
+        why = f"{what}: the paper's {paper:g} lies " + ("inside the 95% interval" if inside else
+                                                         f"within {tolerance:g} points of the mean")
+    else:
+        verdict = NOT_REPRODUCED
+        why = (f"{what}: {'above' if summary.mean > paper else 'below'} the paper's {paper:g}, outside the 95% "
+               f"interval and beyond {tolerance:g} points")
+    interval = f"[{ci[0]:.2f}, {ci[1]:.2f}]" if ci else ""
+    return Line(**base, paper=f"{paper:.2f}", ours=f"{summary.mean:.2f}", interval=interval, verdict=verdict, why=why,
+                hardware=_hardware(runs), evidence=str(folder))
 
 
 def cmd(args: argparse.Namespace) -> int:
