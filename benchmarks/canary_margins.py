@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 from unittest import mock
 
-from harness.config.registry import METHODS
+from harness.api import METHODS
 from tests import conftest
 from tests import test_canaries as tc
 

@@ -109,7 +109,7 @@ def test_ratio_rule_on_known_answers(tmp_path):
     assert _line(tmp_path, spec, ours * 2.1).verdict == claims.DIRECTION
     assert _line(tmp_path, spec, 0.5).verdict == claims.NOT_REPRODUCED  # the paper says the other is faster
     line = _line(tmp_path, spec, ours)
-    assert line.ours == f"{ours:.1f}×" and line.hardware == "NVIDIA H100 80GB HBM3"
+    assert line.ours == f"{ours:.1f}×" and line.hardware == "NVIDIA H200"
     tight = {**spec, "ratio": {**spec["ratio"], "tolerance": 1.01}}
     assert _line(tmp_path, tight, ours * 1.05).verdict == claims.DIRECTION
 
