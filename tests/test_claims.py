@@ -195,3 +195,23 @@ def test_value_rule_on_known_answers(synthetic):
     tolerance = round(paper - summary.mean + 0.1, 1)
     near = _line(synthetic, {**evidence, "value": {**evidence["value"], "tolerance": tolerance}}, paper)
     assert near.verdict == claims.REPRODUCED and f"within {tolerance:g} points of the mean" in near.why
+
+
+def test_every_cited_cpu_result_records_a_clean_run_of_the_kernels_and_the_loop():
+    """Each result file the ledger cites outside results/gpu/ records what ran, made from committed files, and
+    the record holds the Sinkhorn module and the training loop."""
+    from harness.store.schema import load_results
+
+    cited: set[tuple[str, str]] = set()
+    for claim in claims.load(LEDGER)["claims"]:
+        for item in claim["evidence"]:
+            if "results" in item and not item["results"].startswith("results/gpu/"):
+                cited |= {(item["results"], name) for name in claims._run_names(item)}
+    assert cited
+    for folder, name in sorted(cited):
+        runs = [r for r in load_results(ROOT / folder) if r["run_name"] == name]
+        assert runs, (folder, name)
+        for r in runs:
+            record = r.get("executed") or {}
+            assert {"harness/ops/ot.py", "harness/run/train.py"} <= set(record.get("files") or {}), r["_path"]
+            assert record.get("clean") is True, f"{r['_path']} was made from uncommitted files"
