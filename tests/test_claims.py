@@ -215,3 +215,16 @@ def test_every_cited_cpu_result_records_a_clean_run_of_the_kernels_and_the_loop(
             record = r.get("executed") or {}
             assert {"harness/ops/ot.py", "harness/run/train.py"} <= set(record.get("files") or {}), r["_path"]
             assert record.get("clean") is True, f"{r['_path']} was made from uncommitted files"
+
+
+def test_a_contended_timing_is_marked_in_the_ledger(tmp_path):
+    src = ROOT / "results" / "gpu" / "flickr30k_shapes"
+    _copy_runs(src, tmp_path / "results" / "f", ["scan@scorer=original", "swamp_par"])
+    spec = {"results": "results/f", "ratio": {"of": "scan@scorer=original", "to": "swamp_par", "phase": "step"}}
+    assert "contended" not in _line(tmp_path, spec, 4.0).ours
+    path = tmp_path / "results" / "f" / "swamp_par" / "seed0.json"
+    data = json.loads(path.read_text())
+    data["profile"].setdefault("contention", {})["train"] = {"contended": True}
+    path.write_text(json.dumps(data))
+    line = _line(tmp_path, spec, 4.0)
+    assert line.ours.endswith("[contended 1/2]") and "kept the machine busy" in line.why

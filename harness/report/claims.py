@@ -37,6 +37,7 @@ from tabulate import tabulate
 
 from harness.errors import ConfigError
 from harness.report import stats, tables
+from harness.run import contention
 from harness.store import freshness as fr
 from harness.store.schema import load_results
 
@@ -274,7 +275,13 @@ def _ratio(base: dict[str, Any], claim: dict[str, Any], spec: dict[str, Any], re
     estimated = est_num or est_den
     if estimated:
         why += "; extrapolated from a time budget"
-    return Line(**base, paper=_paper(claim, "×"), ours=("≈" if estimated else "") + f"{ours:.1f}×",
+    timed = "train" if phase == "step" else "test"
+    busy = [r for r in of + to if timed in contention.contended_phases(r)]
+    mark = f" [contended {len(busy)}/{len(of) + len(to)}]" if busy else ""
+    if busy:
+        why += (f"; {len(busy)} of the {len(of) + len(to)} runs timed their {timed} phase while other work kept the "
+                "machine busy: the ratio may be off")
+    return Line(**base, paper=_paper(claim, "×"), ours=("≈" if estimated else "") + f"{ours:.1f}×{mark}",
                 interval=interval, verdict=verdict, why=why, hardware=_hardware(of), evidence=str(folder))
 
 
