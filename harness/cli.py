@@ -327,7 +327,7 @@ def cmd_rerun(args: argparse.Namespace) -> int:
     for line in grid.rerun_warnings(records, opts.device.type, opts.dist.world_size, args.threads):
         print(f"warning: {line}", file=sys.stderr)
     print(f"re-running {len(runs)} run(s) from their result files into {out}/")
-    outcome = grid.rerun(records, setup)
+    outcome = grid.rerun(records, setup, opts)
     check = (lambda results: grid.check_reruns(records, results, opts.device.type)) if args.check else None
     return _finish(outcome, args, {r.spec.name for r in runs}, check)
 

@@ -157,9 +157,12 @@ def options(grid: Grid, watch: contention.Snapshot | None = None) -> runner.RunO
                              dist=info, on_nan=grid.on_nan, watch=mine)
 
 
-def run(runs: list[Run], grid: Grid, opts: runner.RunOptions, inits: Sequence[Path | None] | None = None) -> Outcome:
+def run(runs: list[Run], grid: Grid, opts: runner.RunOptions, inits: Sequence[Path | None] | None = None,
+        last: bool = True) -> Outcome:
     """Every run of ``runs`` by the grid's launcher (skipped where finished); ``inits``: the checkpoint each run
-    starts from when they differ (runs rebuilt from result files), else ``opts.init`` for all."""
+    starts from when they differ (runs rebuilt from result files), else ``opts.init`` for all. ``last``: leave
+    the process group (under torchrun) afterwards; False when the caller runs another part with the same
+    options."""
     try:
         if grid.launcher == "sequential":
             results: list[dict[str, Any]] = []
@@ -171,7 +174,8 @@ def run(runs: list[Run], grid: Grid, opts: runner.RunOptions, inits: Sequence[Pa
         else:
             outcome = _in_workers(runs, grid, opts)
     finally:
-        distributed.shutdown()
+        if last:
+            distributed.shutdown()
     outcome.refused = refused_error(opts) if opts.dist.is_main else None
     outcome.main = opts.dist.is_main
     outcome.refused_names = frozenset(opts.refused)
@@ -260,12 +264,16 @@ def reruns(records: list[tuple[Path, dict[str, Any]]], data_root: str | None,
     return runs, inits
 
 
-def rerun(records: list[tuple[Path, dict[str, Any]]], base: Grid, announce: bool = True) -> Outcome:
-    """Run again every run that ``records`` describe, as ``base`` says, each with the torch threads its file
-    records unless ``base.threads`` is set (:func:`thread_groups`); with the local launcher, runs that started
-    from a checkpoint run in this process after the others."""
+def rerun(records: list[tuple[Path, dict[str, Any]]], base: Grid, opts: runner.RunOptions | None = None,
+          announce: bool = True) -> Outcome:
+    """Run again every run that ``records`` describe, as ``base`` says (``opts``: its options, made once per
+    process: under torchrun they join the process group), each with the torch threads its file records unless
+    ``base.threads`` is set (:func:`thread_groups`); with the local launcher, runs that started from a
+    checkpoint run in this process after the others."""
     outcome: Outcome | None = None
+    opts = opts if opts is not None else options(base)
     groups = thread_groups(records, base.threads)
+    parts = []
     for threads, members in groups.items():
         part_records = [records[i] for i in members]
         if announce and (len(groups) > 1 or threads != base.threads):
@@ -274,13 +282,21 @@ def rerun(records: list[tuple[Path, dict[str, Any]]], base: Grid, announce: bool
         with_init = [r for r in part_records if r[1].get("init")] if base.launcher == "local" else []
         plain = [r for r in part_records if r not in with_init]
         for chunk, launcher in ((plain, base.launcher), (with_init, "sequential")):
-            if not chunk:
-                continue
-            runs, inits = reruns(chunk, base.data_root, launcher)
-            setup = dataclasses.replace(base, threads=threads, launcher=launcher,
-                                        jobs=base.jobs if launcher == "local" else None)
-            part = run(runs, setup, options(setup), inits)
-            outcome = part if outcome is None else outcome.merged(part)
+            if chunk:
+                parts.append((chunk, launcher, threads))
+    for i, (chunk, launcher, threads) in enumerate(parts):
+        runs, inits = reruns(chunk, base.data_root, launcher)
+        setup = dataclasses.replace(base, threads=threads, launcher=launcher,
+                                    jobs=base.jobs if launcher == "local" else None)
+        check(setup, opts.dist.world_size)
+        if threads is not None:
+            torch.set_num_threads(threads)
+        part_opts = dataclasses.replace(opts, watch=opts.watch if threads is None and launcher == "sequential"
+                                        else None)
+        part = run(runs, setup, part_opts, inits, last=i == len(parts) - 1)
+        outcome = part if outcome is None else outcome.merged(part)
+    if not parts:
+        distributed.shutdown()
     return outcome if outcome is not None else Outcome([])
 
 
