@@ -251,16 +251,21 @@ def command(result: dict[str, Any]) -> str:
     return " ".join(f"…/{Path(w).name}" if w.startswith(("/", "../")) else w for w in words)
 
 
-def provenance_rows(rs: ResultSet) -> tuple[list[str], list[list[str]]]:
-    """One row per result file: where and how it was made, and its code against this checkout (``code``:
-    fresh, stale with the changed files, dirty or unverifiable; :mod:`harness.store.freshness`)."""
+def provenance_rows(rs: ResultSet, with_code: bool = True) -> tuple[list[str], list[list[str]]]:
+    """One row per result file: where and how it was made and, ``with_code``, its code against this checkout
+    (``code``: fresh, stale with the changed files, dirty or unverifiable; :mod:`harness.store.freshness`). The
+    Markdown pages, which are committed, leave the code column out: they describe the results, not a
+    checkout (as the written tables do)."""
     header = ["run", "seed", "machine", "device", "threads", "precision", "torch", "commit", "code", "date",
               "wall s", "command"]
     rows = []
     checkout = _checkout()
     for r in rs.results:
-        judged = fr.judge(r, checkout)
-        code = judged.state if judged.state in (fr.FRESH, fr.UNVERIFIABLE) else f"{judged.state}: {judged.why(3)}"
+        code = ""
+        if with_code:
+            judged = fr.judge(r, checkout)
+            code = judged.state if judged.state in (fr.FRESH, fr.UNVERIFIABLE) else \
+                f"{judged.state}: {judged.why(3)}"
         env, git = r["environment"], r["environment"].get("git") or {}
         commit = (git.get("commit") or "?")[:10] + (" (dirty)" if git.get("dirty") else "")
         wall = r.get("wall_s")
@@ -268,6 +273,9 @@ def provenance_rows(rs: ResultSet) -> tuple[list[str], list[list[str]]]:
                      str(env["hardware"].get("torch_threads", "?")), tables._precision(r), env["versions"]["torch"],
                      commit, code, str(env.get("date", "?"))[:19], "–" if wall is None else f"{wall:.1f}",
                      command(r)])
+    if not with_code:
+        header.remove("code")
+        rows = [row[:8] + row[9:] for row in rows]
     return header, rows
 
 
@@ -736,11 +744,12 @@ def page(rs: ResultSet, out: Path, fmt: str, figures: bool = True, render: bool 
     rs.figures = draw_figures(rs, out, "svg" if fmt == "html" else "png", render, home) if figures else []
     timing = timing_table(rs, *data["timing"])
     return {"set": rs, "summary": summary(rs), "accuracy": data["accuracy"], "timing": timing,
-            "provenance": provenance_rows(rs), "figures": rs.figures, "links": downloads(rs, out, fmt, data, home),
+            "provenance": provenance_rows(rs, fmt == "html"), "figures": rs.figures,
+            "links": downloads(rs, out, fmt, data, home),
             "headline": headline(rs),
             "views": {"accuracy": table_view(*data["accuracy"][:2], "accuracy"),
                       "timing": table_view(*timing[:2], "timing"),
-                      "provenance": table_view(*provenance_rows(rs), "provenance")}}
+                      "provenance": table_view(*provenance_rows(rs, fmt == "html"), "provenance")}}
 
 
 def _href(target: str, base: Path, slugs: dict[Path, str], pages: AbstractSet[Path]) -> str | None:
@@ -862,9 +871,9 @@ def ledger_rows(folders: list[Path], sets: list[ResultSet], fmt: str) -> tuple[l
     lines = claims.judge(root / claims.DEFAULT_LEDGER, root)
     pages = {rs.folder.resolve(): f"{rs.slug}.{fmt}" for rs in sets}
     rows = [{"claim": line.claim, "paper": line.paper, "ours": line.ours, "interval": line.interval,
-             "verdict": line.shown_verdict(), "why": line.why + (f"; evidence {line.state}: "
-                                                                  f"{line.freshness.why(4)}" if line.freshness
-                                                                  and line.state != fr.FRESH else ""),
+             "verdict": line.shown_verdict() if fmt == "html" else line.verdict,
+             "why": line.why + (f"; evidence {line.state}: {line.freshness.why(4)}" if fmt == "html" and
+                                line.freshness and line.state != fr.FRESH else ""),
              "hardware": line.hardware or "–",
              "evidence": line.evidence, "page": pages.get((root / line.evidence).resolve(), "") if line.evidence
              else ""} for line in lines]
