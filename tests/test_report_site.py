@@ -414,3 +414,29 @@ def test_the_site_in_a_real_browser(built):
                 page.close()
         finally:
             browser.close()
+
+
+def test_a_folder_of_cpu_and_gpu_runs_gets_a_page_per_machine(tmp_path):
+    """One synthetic seed re-labelled as made on a GPU: the site shows the CPU runs and the GPU run on pages of
+    their own, and the CPU page's mean is the CPU seeds' alone (nothing averages across machines)."""
+    import json
+    import statistics
+
+    folder = tmp_path / "results" / "synthetic"
+    for run in ("contrastive", "swamp"):
+        shutil.copytree(ROOT / "results" / "synthetic" / run, folder / run)
+    gpu = folder / "contrastive" / "seed4.json"
+    data = json.loads(gpu.read_text())
+    data["environment"]["hardware"].update(device="cuda", gpu={"name": "NVIDIA H100 80GB HBM3"})
+    data["metrics"]["a2b/R@1"] = 1.0  # a value no CPU seed has, so that an average across machines would show
+    gpu.write_text(json.dumps(data))
+    sets = site.find_sets([tmp_path / "results"])
+    assert len(sets) == 2 and len({s.slug for s in sets}) == 2
+    by_device = {s.results[0]["environment"]["hardware"]["device"]: s for s in sets}
+    assert {r["environment"]["hardware"]["device"] for r in by_device["cpu"].results} == {"cpu"}
+    assert [r["seed"] for r in by_device["cuda"].results] == [4] and "NVIDIA H100" in by_device["cuda"].name
+    cpu_values = [r["metrics"]["a2b/R@1"] for r in by_device["cpu"].results if r["run_name"] == "contrastive"]
+    out = tmp_path / "pages"
+    site.build([tmp_path / "results"], out, "md", progress=False, render=False)
+    cpu_page = (out / f"{by_device['cpu'].slug}.md").read_text()
+    assert f"{statistics.mean(cpu_values):.2f}" in cpu_page and len(cpu_values) == 4

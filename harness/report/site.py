@@ -56,15 +56,18 @@ class ResultSet:
     test_stat: str | None = None
     figures: list[Figure] = field(default_factory=list)
     root: Path | None = None  # the folder given on the command line that the set was found under
+    machine: str | None = None  # set when the folder holds runs of several machines: this set's (one page each)
 
     @property
     def name(self) -> str:
         """The folder as figures and headings name it: from the given folder's own name on
-        ('results/scan_evaluation_cost/flickr30k_shapes')."""
+        ('results/scan_evaluation_cost/flickr30k_shapes'), with the machine when the folder holds several."""
         if self.root is None:
-            return self.folder.name
-        rel = self.folder.resolve().relative_to(self.root.resolve()).as_posix()
-        return self.root.resolve().name if rel in ("", ".") else f"{self.root.resolve().name}/{rel}"
+            base = self.folder.name
+        else:
+            rel = self.folder.resolve().relative_to(self.root.resolve()).as_posix()
+            base = self.root.resolve().name if rel in ("", ".") else f"{self.root.resolve().name}/{rel}"
+        return f"{base} ({self.machine})" if self.machine else base
 
     @property
     def runs(self) -> dict[str, list[dict[str, Any]]]:
@@ -97,7 +100,12 @@ def find_sets(folders: list[Path]) -> list[ResultSet]:
     found = []
     for (folder, task), results in sorted(sets.items(), key=lambda kv: (kv[0][1], str(kv[0][0]))):
         root = roots[(folder, task)]
-        found.append(ResultSet(task, folder, _slug(folder, root, task, len(sets)), results, root=root))
+        machines = tables.by_machine(results)
+        for name, runs in machines.items():  # runs timed on different hardware are never averaged into one row
+            slug = _slug(folder, root, task, len(sets))
+            if len(machines) > 1:
+                slug = f"{slug}-{re.sub(r'[^A-Za-z0-9_.]+', '-', name).strip('-')}"
+            found.append(ResultSet(task, folder, slug, runs, root=root, machine=name if len(machines) > 1 else None))
     slugs = [s.slug for s in found]
     for s in found:  # one folder may hold several tasks: keep their pages apart
         if slugs.count(s.slug) > 1:
