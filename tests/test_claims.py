@@ -206,7 +206,7 @@ def test_every_cited_cpu_result_records_a_clean_run_of_the_kernels_and_the_loop(
     for claim in claims.load(LEDGER)["claims"]:
         for item in claim["evidence"]:
             if "results" in item and not item["results"].startswith("results/gpu/"):
-                cited |= {(item["results"], name) for name in claims._run_names(item)}
+                cited |= {(item["results"], name) for name in claims.run_names(item)}
     assert cited
     for folder, name in sorted(cited):
         runs = [r for r in load_results(ROOT / folder) if r["run_name"] == name]

@@ -133,14 +133,14 @@ def judge(path: Path, root: Path | None = None, checkout: fr.Checkout | None = N
         for item in claim["evidence"]:
             line = _judge_one(claim, item, root, rules, cache)
             if line.evidence:
-                used = [r for r in cache.get(Path(line.evidence), []) if r["run_name"] in _run_names(item)]
+                used = [r for r in cache.get(Path(line.evidence), []) if r["run_name"] in run_names(item)]
                 line = dataclasses.replace(line, freshness=fr.combine(fr.judge(r, checkout) for r in used),
                                            accepted=str(item.get("stale_ok") or "").strip())
             lines.append(line)
     return lines
 
 
-def _run_names(item: dict[str, Any]) -> set[str]:
+def run_names(item: dict[str, Any]) -> set[str]:
     """The runs a piece of evidence reads."""
     if "value" in item:
         return {str(item["value"].get("run"))}

@@ -40,7 +40,6 @@ class Piece:
     index: int  # its position among the claim's evidence
     folder: Path
     files: list[Path] = field(default_factory=list)
-    seconds: float = 0.0  # the files' recorded wall-clock, summed
     skipped: str = ""  # why it is not re-made
 
 
@@ -72,10 +71,9 @@ def pieces(ledger: dict[str, Any], root: Path, wanted: list[str], device: str) -
             folder = Path(item["results"])
             if folder not in cache:
                 cache[folder] = load_results(root / folder) if (root / folder).is_dir() else []
-            names = cl._run_names(item)
+            names = cl.run_names(item)
             runs = [r for r in cache[folder] if r["run_name"] in names]
-            piece = Piece(str(claim["id"]), i, folder, [Path(r["_path"]) for r in runs],
-                          sum(float(r.get("wall_s") or 0) for r in runs))
+            piece = Piece(str(claim["id"]), i, folder, [Path(r["_path"]) for r in runs])
             made_on = {((r.get("environment") or {}).get("hardware") or {}).get("device", "cpu") for r in runs}
             if not runs:
                 piece.skipped = f"{folder} holds no result files of {' or '.join(sorted(names))}"
@@ -168,7 +166,7 @@ def cmd(args: argparse.Namespace) -> int:
         rows.append([key[0], key[1], f"{before.ours} {before.interval}".strip(), before.verdict,
                      f"{after.ours} {after.interval}".strip(), after.verdict,
                      "same" if same else "verdict moved" if before.verdict != after.verdict else "number moved"])
-    print(tabulate(rows, ["claim", "evidence", "committed", "verdict", "re-made", "verdict ", ""],
+    print(tabulate(rows, ["claim", "evidence", "committed", "its verdict", "re-made", "its verdict", ""],
                    disable_numparse=True))
     print(f"\n{len(rows)} piece(s) of evidence re-made in {minutes:.1f} min: {moved} verdict(s) moved")
     if args.write and rows:
