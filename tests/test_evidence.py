@@ -306,3 +306,21 @@ def test_reproduce_refuses_a_dirty_checkout_and_unknown_claims(made, monkeypatch
     monkeypatch.setattr(reproduce, "dirty_files", lambda root: [])
     assert main(["reproduce", "cc", "--ledger", str(_ledger(made))]) == 2
     assert "no claim 'cc'" in capsys.readouterr().err
+
+
+def test_a_data_fingerprint_is_the_same_for_a_tensor_and_an_array_and_samples_large_ones(monkeypatch):
+    import numpy as np
+    import torch
+
+    values = np.arange(3 * 2**19, dtype=np.float32).reshape(-1, 8)  # 6 MiB
+    as_tensor, as_array = [], []
+    assert b"".join(ex._array_bytes(torch.from_numpy(values), as_tensor)) == \
+        b"".join(ex._array_bytes(values, as_array)) and as_tensor == as_array == []
+    monkeypatch.setattr(ex, "DATA_HASH_LIMIT", 2**20)  # 6 MiB is now large: 64 evenly spaced MiB are hashed
+    sampled_tensor, sampled_array = [], []
+    one = b"".join(ex._array_bytes(torch.from_numpy(values), sampled_tensor))
+    two = b"".join(ex._array_bytes(values, sampled_array))
+    assert one == two and sampled_tensor == sampled_array == [True]
+    changed = values.copy()
+    changed[-1, -1] += 1  # the last element lies in the last sampled MiB
+    assert b"".join(ex._array_bytes(changed, [])) != two

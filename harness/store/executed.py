@@ -225,42 +225,62 @@ def read_files(paths: Iterable[Path]) -> dict[str, bytes]:
 
 # --- the data -------------------------------------------------------------------------------------------------
 
-def _array_bytes(value: Any) -> Iterable[bytes]:
+SAMPLES = 64  # arrays above DATA_HASH_LIMIT: this many evenly spaced MiB of their elements are hashed
+
+
+def _sample_starts(numel: int, per: int) -> list[int]:
+    """The first element of each sampled MiB (``per`` elements) of an array of ``numel`` elements."""
+    import numpy as np
+
+    return [int(s) for s in np.linspace(0, numel - per, SAMPLES).astype(np.int64)]
+
+
+def _array_bytes(value: Any, sampled: list[bool]) -> Iterable[bytes]:
+    """The bytes a fingerprint hashes of a tensor, array, memory-mapped rows or bundle of them: the dtype and
+    shape, then every element's bytes, or above :data:`DATA_HASH_LIMIT` those of :data:`SAMPLES` evenly spaced
+    MiB. A tensor and an array of the same values give the same bytes; a GPU tensor is sampled on the GPU and only
+    the sample is copied. Appends True to ``sampled`` for an array it sampled."""
     import numpy as np
     import torch
 
     if isinstance(value, torch.Tensor):
-        array = value.detach().cpu().contiguous().numpy() if value.dtype != torch.bfloat16 else \
-            value.detach().float().cpu().contiguous().numpy()
-    elif isinstance(value, np.ndarray):
-        array = value
-    elif hasattr(value, "array"):  # ArrayRows: a memory-mapped array
-        array = np.asarray(value.array)
-    elif isinstance(value, (list, tuple)):
-        for item in value:
-            yield from _array_bytes(item)
+        t = value.detach()
+        t = t.float() if t.dtype == torch.bfloat16 else t
+        flat = t.reshape(-1)
+        yield f"{torch.empty(0, dtype=t.dtype).numpy().dtype}{tuple(t.shape)}".encode()
+        if flat.numel() * flat.element_size() > DATA_HASH_LIMIT:
+            per = 2**20 // flat.element_size()
+            index = torch.cat([torch.arange(s, s + per) for s in _sample_starts(flat.numel(), per)])
+            flat = flat[index.to(flat.device)]
+            sampled.append(True)
+        yield flat.cpu().numpy().tobytes()
         return
-    elif hasattr(value, "__dict__"):  # a bundle of tensors (padded captions, word fields)
+    if isinstance(value, np.ndarray) or hasattr(value, "array"):  # ArrayRows: memory-mapped rows
+        array = value if isinstance(value, np.ndarray) else np.asarray(value.array)
+        yield f"{array.dtype}{array.shape}".encode()
+        rows = array.reshape(-1)  # a view of a contiguous (memory-mapped) array: nothing is read yet
+        if rows.nbytes <= DATA_HASH_LIMIT:
+            yield rows.tobytes()
+        else:
+            per = 2**20 // rows.itemsize
+            sampled.append(True)
+            for start in _sample_starts(int(rows.size), per):
+                yield rows[start:start + per].tobytes()
+        return
+    if isinstance(value, (list, tuple)):
+        for item in value:
+            yield from _array_bytes(item, sampled)
+        return
+    if hasattr(value, "__dict__"):  # a bundle of tensors (padded captions, word fields)
         for key in sorted(vars(value)):
             yield key.encode()
-            yield from _array_bytes(vars(value)[key])
-        return
-    else:
-        return
-    yield f"{array.dtype}{array.shape}".encode()
-    flat = np.ascontiguousarray(array).reshape(-1).view(np.uint8) if array.size else np.zeros(0, np.uint8)
-    if flat.nbytes <= DATA_HASH_LIMIT:
-        yield flat.tobytes()
-    else:  # 64 evenly spaced MiB of the array
-        step = 2**20
-        for start in np.linspace(0, flat.nbytes - step, 64).astype(np.int64):
-            yield flat[start:start + step].tobytes()
+            yield from _array_bytes(vars(value)[key], sampled)
 
 
 def data_fingerprint(data: Any) -> dict[str, Any]:
     """SHA-256 over the arrays of every split of ``data`` (features, pairing, labels)."""
     h = hashlib.sha256()
-    sampled = False
+    sampled: list[bool] = []
     for split_name in ("train", "val", "test"):
         try:
             split = data[split_name]
@@ -268,8 +288,7 @@ def data_fingerprint(data: Any) -> dict[str, Any]:
             continue
         h.update(split_name.encode())
         for attr in ("a", "b", "b_to_a", "labels_a", "labels_b"):
-            for chunk in _array_bytes(getattr(split, attr, None)):
-                sampled |= len(chunk) == 2**20 and attr in ("a", "b")
+            for chunk in _array_bytes(getattr(split, attr, None), sampled):
                 h.update(chunk)
     return {"sha256": h.hexdigest(), **({"sampled": True} if sampled else {})}
 
