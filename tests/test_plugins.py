@@ -88,6 +88,8 @@ def test_a_method_from_an_include_folder_trains_and_appears_in_the_tables(tiny_t
     assert re.search(r"^\S*queue_infonce\s", printed, re.M), printed
     (result,) = out.rglob("queue_infonce/seed0.json")
     data = json.loads(result.read_text())
+    recorded = data["executed"]["files"]  # the plugin file is code the run executed: its record names it
+    assert str((plugins / "queue_infonce.py").resolve()) in recorded and "baselines/contrastive.py" not in recorded
     assert data["metrics"]["a2b/R@1"] > 0
     assert str(plugins / "queue_infonce.py") in data["code"]["files"]
     assert "queue_infonce" in (out / "tiny" / "accuracy.md").read_text()

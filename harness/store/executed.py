@@ -57,6 +57,7 @@ EXCLUDED: dict[str, str] = {
     "harness.errors": "error classes and messages",
 }
 PLUGIN_PACKAGES = ("baselines", "harness.sources", "harness.encoders")
+INCLUDED_PREFIX = "swamp_bench_include_"  # the module names of plugin files loaded with --include
 DATA_HASH_LIMIT = 256 * 2**20  # arrays above this size are fingerprinted by a sample of their bytes
 
 
@@ -195,8 +196,12 @@ def _used_plugin_modules(classes: Iterable[Any], plugin: dict[str, Path]) -> set
 
 
 def executed_files(classes: Iterable[Any] = (), plugin_dirs: Iterable[Path] = ()) -> list[Path]:
-    """The files a run executed (see the module's docstring), sorted."""
-    dirs = [os.path.realpath(d) + os.sep for d in plugin_dirs]
+    """The files a run executed (see the module's docstring), sorted. Plugin files loaded with ``--include`` (as
+    modules named ``swamp_bench_include_*``) and the helper modules beside them count as plugins."""
+    included = [str(m.__file__) for n, m in list(sys.modules.items())
+                if n.startswith(INCLUDED_PREFIX) and getattr(m, "__file__", None)]
+    folders = [*map(str, plugin_dirs), *(os.path.dirname(f) for f in included)]
+    dirs = tuple(sorted({form(d) + os.sep for d in folders for form in (os.path.abspath, os.path.realpath)}))
     project: dict[str, Path] = {}
     plugin: dict[str, Path] = {}
     for name, module in list(sys.modules.items()):
@@ -204,8 +209,9 @@ def executed_files(classes: Iterable[Any] = (), plugin_dirs: Iterable[Path] = ()
         file = getattr(module, "__file__", None) if module is not None else None
         if not file or not file.endswith(".py"):
             continue
-        if any(name == p or name.startswith(p + ".") for p in PLUGIN_PACKAGES) or \
-                (top not in ("harness", "torch", "numpy") and any(file.startswith(d) for d in dirs)):
+        in_dirs = top not in ("harness", "torch", "numpy") and file.startswith(dirs)
+        if any(name == p or name.startswith(p + ".") for p in PLUGIN_PACKAGES) or name.startswith(INCLUDED_PREFIX) \
+                or in_dirs:
             plugin[name] = Path(file).resolve()
         elif top == "harness" and not excluded(name):
             project[name] = Path(file).resolve()
