@@ -316,11 +316,11 @@ def test_a_data_fingerprint_is_the_same_for_a_tensor_and_an_array_and_samples_la
     as_tensor, as_array = [], []
     assert b"".join(ex._array_bytes(torch.from_numpy(values), as_tensor)) == \
         b"".join(ex._array_bytes(values, as_array)) and as_tensor == as_array == []
-    monkeypatch.setattr(ex, "DATA_HASH_LIMIT", 2**20)  # 6 MiB is now large: 64 evenly spaced MiB are hashed
+    monkeypatch.setattr(ex, "DATA_HASH_LIMIT", 2**20)  # 6 MiB is now large: 64 evenly spaced slices are hashed
     sampled_tensor, sampled_array = [], []
     one = b"".join(ex._array_bytes(torch.from_numpy(values), sampled_tensor))
     two = b"".join(ex._array_bytes(values, sampled_array))
     assert one == two and sampled_tensor == sampled_array == [True]
     changed = values.copy()
-    changed[-1, -1] += 1  # the last element lies in the last sampled MiB
+    changed[-1, -1] += 1  # the last element lies in the last sampled slice
     assert b"".join(ex._array_bytes(changed, [])) != two

@@ -58,7 +58,8 @@ EXCLUDED: dict[str, str] = {
 }
 PLUGIN_PACKAGES = ("baselines", "harness.sources", "harness.encoders")
 INCLUDED_PREFIX = "swamp_bench_include_"  # the module names of plugin files loaded with --include
-DATA_HASH_LIMIT = 256 * 2**20  # arrays above this size are fingerprinted by a sample of their bytes
+DATA_HASH_LIMIT = 32 * 2**20  # arrays above this size are fingerprinted by a sample of their elements
+SAMPLE_BYTES = 64 * 2**10  # the size of each sampled slice
 
 
 def excluded(module: str) -> bool:
@@ -231,11 +232,11 @@ def read_files(paths: Iterable[Path]) -> dict[str, bytes]:
 
 # --- the data -------------------------------------------------------------------------------------------------
 
-SAMPLES = 64  # arrays above DATA_HASH_LIMIT: this many evenly spaced MiB of their elements are hashed
+SAMPLES = 64  # arrays above DATA_HASH_LIMIT: this many evenly spaced slices of SAMPLE_BYTES are hashed
 
 
 def _sample_starts(numel: int, per: int) -> list[int]:
-    """The first element of each sampled MiB (``per`` elements) of an array of ``numel`` elements."""
+    """The first element of each sampled slice (``per`` elements) of an array of ``numel`` elements."""
     import numpy as np
 
     return [int(s) for s in np.linspace(0, numel - per, SAMPLES).astype(np.int64)]
@@ -244,7 +245,7 @@ def _sample_starts(numel: int, per: int) -> list[int]:
 def _array_bytes(value: Any, sampled: list[bool]) -> Iterable[bytes]:
     """The bytes a fingerprint hashes of a tensor, array, memory-mapped rows or bundle of them: the dtype and
     shape, then every element's bytes, or above :data:`DATA_HASH_LIMIT` those of :data:`SAMPLES` evenly spaced
-    MiB. A tensor and an array of the same values give the same bytes; a GPU tensor is sampled on the GPU and only
+    slices of :data:`SAMPLE_BYTES`. A tensor and an array of the same values give the same bytes; a GPU tensor is sampled on the GPU and only
     the sample is copied. Appends True to ``sampled`` for an array it sampled."""
     import numpy as np
     import torch
@@ -255,9 +256,8 @@ def _array_bytes(value: Any, sampled: list[bool]) -> Iterable[bytes]:
         flat = t.reshape(-1)
         yield f"{torch.empty(0, dtype=t.dtype).numpy().dtype}{tuple(t.shape)}".encode()
         if flat.numel() * flat.element_size() > DATA_HASH_LIMIT:
-            per = 2**20 // flat.element_size()
-            index = torch.cat([torch.arange(s, s + per) for s in _sample_starts(flat.numel(), per)])
-            flat = flat[index.to(flat.device)]
+            per = SAMPLE_BYTES // flat.element_size()
+            flat = torch.cat([flat[s:s + per] for s in _sample_starts(flat.numel(), per)])
             sampled.append(True)
         yield flat.cpu().numpy().tobytes()
         return
@@ -268,7 +268,7 @@ def _array_bytes(value: Any, sampled: list[bool]) -> Iterable[bytes]:
         if rows.nbytes <= DATA_HASH_LIMIT:
             yield rows.tobytes()
         else:
-            per = 2**20 // rows.itemsize
+            per = SAMPLE_BYTES // rows.itemsize
             sampled.append(True)
             for start in _sample_starts(int(rows.size), per):
                 yield rows[start:start + per].tobytes()
