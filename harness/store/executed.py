@@ -245,8 +245,8 @@ def _sample_starts(numel: int, per: int) -> list[int]:
 def _array_bytes(value: Any, sampled: list[bool]) -> Iterable[bytes]:
     """The bytes a fingerprint hashes of a tensor, array, memory-mapped rows or bundle of them: the dtype and
     shape, then every element's bytes, or above :data:`DATA_HASH_LIMIT` those of :data:`SAMPLES` evenly spaced
-    slices of :data:`SAMPLE_BYTES`. A tensor and an array of the same values give the same bytes; a GPU tensor is sampled on the GPU and only
-    the sample is copied. Appends True to ``sampled`` for an array it sampled."""
+    slices of :data:`SAMPLE_BYTES`. A tensor and an array of the same values give the same bytes; a GPU tensor
+    is sampled on the GPU and only the sample is copied. Appends True to ``sampled`` for an array it sampled."""
     import numpy as np
     import torch
 
