@@ -1,7 +1,7 @@
 """How far the canaries' tolerance sits from what another summation order moves and from what a code change
 moves (the numbers quoted in tests/canaries/README.md).
 
-    PYTHONPATH=. python -m benchmarks.canary_margins
+    python -m tests.canaries.margins
 
 For every registered method it runs the canary (tests/test_canaries.py) in two fresh processes, as made (this
 CPU's vector kernels) and with every sum in another order (torch without vector instructions, MKL's compatible
@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 from unittest import mock
 
-from harness.api import METHODS
+from harness.config.registry import METHODS
 from tests import conftest
 from tests import test_canaries as tc
 
