@@ -1,5 +1,5 @@
 """Evidence tied to the code that made it: what a result file records of the run (harness.store.executed), how
-a checkout judges it (harness.store.freshness: fresh, stale, dirty, unverifiable, and the cosmetic rule), the
+a checkout judges it (harness.report.freshness: fresh, stale, dirty, unverifiable, and the cosmetic rule), the
 ledger's refusal of evidence that is not fresh, and ``harness reproduce``."""
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ import yaml
 from harness.cli import main
 from harness.ops import native
 from harness.report import claims
+from harness.report import freshness as fr
 from harness.store import executed as ex
-from harness.store import freshness as fr
 from tests.conftest import ROOT, TINY, write_task
 from tests.test_own_features import arrays
 

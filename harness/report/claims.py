@@ -14,7 +14,7 @@ evidence. A piece of evidence names a results folder and one statistic measured 
   seeds, or within the ledger's ``value_tolerance`` points of the mean; not reproduced otherwise;
 * ``not_measured: WHY``: the claim cannot be measured here (no data, no GPU), and why.
 
-A piece of evidence whose runs are not fresh against the checkout (:mod:`harness.store.freshness`) is marked, and
+A piece of evidence whose runs are not fresh against the checkout (:mod:`harness.report.freshness`) is marked, and
 ``--check`` refuses it unless the evidence says why it may stand (``stale_ok: WHY``).
 
 Each computed verdict is one of :data:`VERDICTS`; the file records the verdict expected of each piece of
@@ -36,9 +36,9 @@ import yaml
 from tabulate import tabulate
 
 from harness.errors import ConfigError
+from harness.report import freshness as fr
 from harness.report import stats, tables
 from harness.run import contention
-from harness.store import freshness as fr
 from harness.store.schema import load_results
 
 REPRODUCED, DIRECTION, NOT_REPRODUCED, NOT_MEASURED = "reproduced", "direction only", "not reproduced", \

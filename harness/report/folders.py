@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import ConfigError
+from harness.report import freshness as fr
 from harness.report import tables
-from harness.store import freshness as fr
 from harness.store.schema import load_results
 
 
@@ -91,5 +91,5 @@ def code_line(results: list[dict[str, Any]], checkout: fr.Checkout | None = None
     text = "Code against this checkout: " + ", ".join(f"{n} run(s) {s}" for s, n in counts.items() if n)
     for name, j in judged.items():
         if j.state in (fr.STALE, fr.DIRTY):
-            text += f"\n  {name}: {j.state}: {j.why(limit=4)}"
+            text += f"\n  {name}: {j.label(limit=4)}"
     return text

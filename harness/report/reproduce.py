@@ -37,9 +37,8 @@ class Piece:
     """One piece of evidence to re-make: its claim, folder, and the result files it rests on."""
 
     claim_id: str
-    index: int  # its position among the claim's evidence
     folder: Path
-    files: list[Path] = field(default_factory=list)
+    files: dict[Path, float] = field(default_factory=dict)  # result file -> the wall-clock it recorded, s
     skipped: str = ""  # why it is not re-made
 
 
@@ -65,7 +64,7 @@ def pieces(ledger: dict[str, Any], root: Path, wanted: list[str], device: str) -
     for claim in ledger["claims"]:
         if wanted and str(claim["id"]) not in wanted:
             continue
-        for i, item in enumerate(claim["evidence"]):
+        for item in claim["evidence"]:
             if "not_measured" in item:
                 continue
             folder = Path(item["results"])
@@ -73,7 +72,7 @@ def pieces(ledger: dict[str, Any], root: Path, wanted: list[str], device: str) -
                 cache[folder] = load_results(root / folder) if (root / folder).is_dir() else []
             names = cl.run_names(item)
             runs = [r for r in cache[folder] if r["run_name"] in names]
-            piece = Piece(str(claim["id"]), i, folder, [Path(r["_path"]) for r in runs])
+            piece = Piece(str(claim["id"]), folder, {Path(r["_path"]): float(r.get("wall_s") or 0.0) for r in runs})
             made_on = {((r.get("environment") or {}).get("hardware") or {}).get("device", "cpu") for r in runs}
             if not runs:
                 piece.skipped = f"{folder} holds no result files of {' or '.join(sorted(names))}"
@@ -95,19 +94,13 @@ def within_budget(found: list[Piece], budget: float | None) -> None:
         if piece.skipped:
             continue
         new = [f for f in piece.files if f not in counted]
-        cost = sum(_wall(f) for f in new)
+        cost = sum(piece.files[f] for f in new)
         if spent + cost > budget:
             piece.skipped = (f"over the budget: its runs took {cost:.0f} s when made, {budget - spent:.0f} s of "
                              f"--budget {budget:.0f} were left")
             continue
         spent += cost
         counted.update(new)
-
-
-def _wall(path: Path) -> float:
-    from harness.store.schema import read_result
-
-    return float(read_result(path).get("wall_s") or 0.0)
 
 
 def cmd(args: argparse.Namespace) -> int:
@@ -127,10 +120,10 @@ def cmd(args: argparse.Namespace) -> int:
     device = args.device if args.device != "auto" else ("cuda" if _cuda() else "cpu")
     found = pieces(ledger, root, list(args.claims), device)
     within_budget(found, args.budget)
-    todo = sorted({f for p in found if not p.skipped for f in p.files})
+    todo = {f: seconds for p in found if not p.skipped for f, seconds in p.files.items()}
     scratch = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="swamp-bench-reproduce-"))
     print(f"re-making {len(todo)} result file(s) of {sum(1 for p in found if not p.skipped)} piece(s) of evidence "
-          f"into {scratch}/ (recorded wall-clock {sum(_wall(f) for f in todo):.0f} s)")
+          f"into {scratch}/ (recorded wall-clock {sum(todo.values()):.0f} s)")
     for piece in found:
         if piece.skipped:
             print(f"  left out: {piece.claim_id} ({piece.folder}): {piece.skipped}")

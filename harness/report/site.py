@@ -16,6 +16,7 @@ the same pages as Markdown that link to the result files where they lie (for ``d
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import re
 import shutil
@@ -29,8 +30,8 @@ from typing import Any
 from urllib.parse import quote, unquote
 
 from harness.errors import ConfigError
+from harness.report import freshness as fr
 from harness.report import markdown, plot, tables
-from harness.store import freshness as fr
 from harness.store.io import write_text_atomic
 from harness.store.schema import load_results
 
@@ -261,40 +262,28 @@ def command(result: dict[str, Any]) -> str:
 
 def provenance_rows(rs: ResultSet, with_code: bool = True) -> tuple[list[str], list[list[str]]]:
     """One row per result file: where and how it was made and, ``with_code``, its code against this checkout
-    (``code``: fresh, stale with the changed files, dirty or unverifiable; :mod:`harness.store.freshness`). The
+    (``code``: fresh, stale with the changed files, dirty or unverifiable; :mod:`harness.report.freshness`). The
     Markdown pages, which are committed, leave the code column out: they describe the results, not a
     checkout (as the written tables do)."""
-    header = ["run", "seed", "machine", "device", "threads", "precision", "torch", "commit", "code", "date",
-              "wall s", "command"]
+    header = ["run", "seed", "machine", "device", "threads", "precision", "torch", "commit", *(["code"] * with_code),
+              "date", "wall s", "command"]
     rows = []
-    checkout = _checkout()
     for r in rs.results:
-        code = ""
-        if with_code:
-            judged = fr.judge(r, checkout)
-            code = judged.state if judged.state in (fr.FRESH, fr.UNVERIFIABLE) else \
-                f"{judged.state}: {judged.why(3)}"
         env, git = r["environment"], r["environment"].get("git") or {}
-        commit = (git.get("commit") or "?")[:10] + (" (dirty)" if git.get("dirty") else "")
+        commit = (git.get("commit") or "?")[:10] + (" (dirty)" if fr.uncommitted(r) else "")
+        code = [fr.judge(r, _checkout()).label()] if with_code else []
         wall = r.get("wall_s")
         rows.append([r["run_name"], str(r["seed"]), machine(r), env["hardware"]["device"],
                      str(env["hardware"].get("torch_threads", "?")), tables._precision(r), env["versions"]["torch"],
-                     commit, code, str(env.get("date", "?"))[:19], "–" if wall is None else f"{wall:.1f}",
+                     commit, *code, str(env.get("date", "?"))[:19], "–" if wall is None else f"{wall:.1f}",
                      command(r)])
-    if not with_code:
-        header.remove("code")
-        rows = [row[:8] + row[9:] for row in rows]
     return header, rows
 
 
-_CHECKOUT: list[fr.Checkout] = []
-
-
+@functools.cache
 def _checkout() -> fr.Checkout:
     """The checkout of the running harness, read once per process (its files and HEAD's)."""
-    if not _CHECKOUT:
-        _CHECKOUT.append(fr.Checkout())
-    return _CHECKOUT[0]
+    return fr.Checkout()
 
 
 def summary(rs: ResultSet) -> dict[str, Any]:
@@ -751,13 +740,13 @@ def page(rs: ResultSet, out: Path, fmt: str, figures: bool = True, render: bool 
     data = tables.table_data(rs.results, rs.reference, rs.test_stat)
     rs.figures = draw_figures(rs, out, "svg" if fmt == "html" else "png", render, home) if figures else []
     timing = timing_table(rs, *data["timing"])
+    provenance = provenance_rows(rs, fmt == "html")
     return {"set": rs, "summary": summary(rs), "accuracy": data["accuracy"], "timing": timing,
-            "provenance": provenance_rows(rs, fmt == "html"), "figures": rs.figures,
-            "links": downloads(rs, out, fmt, data, home),
+            "provenance": provenance, "figures": rs.figures, "links": downloads(rs, out, fmt, data, home),
             "headline": headline(rs),
             "views": {"accuracy": table_view(*data["accuracy"][:2], "accuracy"),
                       "timing": table_view(*timing[:2], "timing"),
-                      "provenance": table_view(*provenance_rows(rs, fmt == "html"), "provenance")}}
+                      "provenance": table_view(*provenance, "provenance")}}
 
 
 def _href(target: str, base: Path, slugs: dict[Path, str], pages: AbstractSet[Path]) -> str | None:

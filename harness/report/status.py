@@ -27,8 +27,8 @@ from typing import Any
 from tabulate import tabulate
 
 from harness.errors import ConfigError
+from harness.report import freshness as fr
 from harness.run import checkpoint, locks
-from harness.store import freshness as fr
 
 STATES = ("finished", "running", "interrupted", "not started")
 _FILE = re.compile(r"\.?seed(\d+)(\.json|\.resume\.pt|\.lock)$")
@@ -92,7 +92,7 @@ def job_states(out: Path, tasks: set[str]) -> dict[tuple[str, str, int], tuple[s
 def table(out: Path, runs: list[tuple[str, str, int]],
           checkout: fr.Checkout | None = None) -> tuple[list[list[Any]], Counter[str]]:
     """The rows (task, run, seed, state, code, job, job state, reason) and the count of each state; ``code``
-    is a finished run's freshness against ``checkout`` (:mod:`harness.store.freshness`), counted too."""
+    is a finished run's freshness against ``checkout`` (:mod:`harness.report.freshness`), counted too."""
     from harness.store.schema import read_result, result_path
 
     jobs = job_states(out, {t for t, _, _ in runs})
@@ -107,9 +107,7 @@ def table(out: Path, runs: list[tuple[str, str, int]],
         if state == "finished":
             try:
                 judged = fr.judge(read_result(path), checkout)
-                code = judged.state
-                if judged.state not in (fr.FRESH, fr.UNVERIFIABLE):
-                    code += f": {judged.why(limit=3)}"
+                code = judged.label()
                 counts[judged.state] += 1
             except ConfigError:
                 code = "unreadable"

@@ -5,7 +5,7 @@ A record holds:
 * ``files``: the SHA-256 of every file of the project and of its plugins that the run loaded, by path
   (relative to the checkout when inside it), and beside it (``blobs``) the name git gives those bytes, with
   which a later check finds the very version that ran in the repository and tells a cosmetic edit from
-  one that changes code (:mod:`harness.store.freshness`). Which files: the project's
+  one that changes code (:mod:`harness.report.freshness`). Which files: the project's
   modules present in ``sys.modules`` once training and testing are done, less :data:`EXCLUDED` (modules that
   parse the command line, launch runs, or write results and reports, which cannot change the numbers of a
   run given the settings the file records), and of the plugin packages (``baselines``, ``harness.sources``,
@@ -23,7 +23,7 @@ A record holds:
   changed between the run's start and its end (that makes a run dirty too).
 * ``cost_ms``: what recording took.
 
-:mod:`harness.store.freshness` compares a record with a checkout.
+:mod:`harness.report.freshness` compares a record with a checkout.
 """
 from __future__ import annotations
 
@@ -33,7 +33,6 @@ import os
 import subprocess
 import sys
 import time
-from collections import Counter
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Iterable
@@ -138,21 +137,15 @@ def _strip_docstrings(tree: ast.AST) -> ast.AST:
 
 
 def normalized_source(text: str, suffix: str = ".py") -> str:
-    """The form of a source file that :func:`normalized_sha256` hashes: for Python, its AST without docstrings
-    (comments, blank lines, line breaks and quoting do not reach the AST); other files as they are."""
+    """The form of a source file that the cosmetic rule compares (:mod:`harness.report.freshness`): for Python, its
+    AST without docstrings (comments, blank lines, line breaks and quoting do not reach the AST); other files as
+    they are."""
     if suffix != ".py":
         return text
     try:
         return ast.dump(_strip_docstrings(ast.parse(text)), annotate_fields=False, include_attributes=False)
     except SyntaxError:
         return text
-
-
-def normalized_sha256(data: bytes, suffix: str) -> str:
-    """SHA-256 of :func:`normalized_source`: equal for two versions of a file that differ only cosmetically."""
-    if suffix != ".py":
-        return sha256(data)
-    return sha256(normalized_source(data.decode("utf-8", errors="replace")).encode())
 
 
 def git_blob_sha1(data: bytes) -> str:
@@ -378,8 +371,3 @@ class Recorder:
         }
         record["cost_ms"] = round(1000 * (self.spent + time.perf_counter() - t1), 1)
         return record
-
-
-def counts(record: dict[str, Any] | None) -> Counter[str]:
-    """How many files of each kind a record holds (by suffix), for reports."""
-    return Counter(Path(n).suffix for n in ((record or {}).get("files") or {}))

@@ -21,13 +21,13 @@ the repository (it is when the run's files were committed); where it is not, any
 from __future__ import annotations
 
 import ast
-import hashlib
-import os
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
+from harness.data.paired import expand_root
+from harness.errors import DataError
 from harness.store import executed as ex
 
 FRESH, STALE, DIRTY, UNVERIFIABLE = "fresh", "stale", "dirty", "unverifiable"
@@ -47,6 +47,10 @@ class Freshness:
     dirty: tuple[str, ...] = ()  # files that ran uncommitted or changed during the run
     notes: tuple[str, ...] = ()
     runs: int = 1
+
+    def label(self, limit: int = 3) -> str:
+        """The state, with what made it so where there is something to say: ``stale: code changed: ...``."""
+        return self.state if self.state in (FRESH, UNVERIFIABLE) else f"{self.state}: {self.why(limit)}"
 
     def why(self, limit: int = 6) -> str:
         """One line: what made it so."""
@@ -164,26 +168,6 @@ def changed_functions(old: str, new: str) -> tuple[str, ...]:
     return tuple(sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k)))
 
 
-def expand(text: str) -> Path | None:
-    """A recorded dataset root (``${VAR:-default}`` form) as a folder here; None when a variable without a
-    default is unset."""
-    import re
-
-    missing = False
-
-    def var(match: re.Match[str]) -> str:
-        nonlocal missing
-        if match.group(1) in os.environ:
-            return os.environ[match.group(1)]
-        if match.group(2) is None:
-            missing = True
-            return ""
-        return match.group(2)
-
-    path = re.sub(r"\$\{(\w+)(?::-([^}]*))?\}", var, text)
-    return None if missing else Path(path).expanduser()
-
-
 def judge(result: dict[str, Any], checkout: Checkout) -> Freshness:
     """How ``result`` (a result file's object) stands against ``checkout``."""
     record = result.get("executed")
@@ -214,7 +198,10 @@ def judge(result: dict[str, Any], checkout: Checkout) -> Freshness:
     data_changed = []
     data = record.get("data") or {}
     if data.get("files"):
-        root = expand(str(data.get("root") or ""))
+        try:
+            root: Path | None = expand_root(str(data.get("root") or ""))
+        except DataError:  # a variable without a default is unset here
+            root = None
         if root is None or not root.is_dir():
             notes.append(f"data files not checked: {data.get('root')} is not found here")
         else:
@@ -229,6 +216,17 @@ def judge(result: dict[str, Any], checkout: Checkout) -> Freshness:
     state = STALE if changed or data_changed else DIRTY if dirty else FRESH
     return Freshness(state, tuple(changed), functions, tuple(cosmetic), tuple(data_changed), tuple(sorted(dirty)),
                      tuple(notes))
+
+
+def uncommitted(result: dict[str, Any]) -> bool | None:
+    """Whether a result's run executed code its commit does not hold: from its record of what ran where it has
+    one (per file: other uncommitted edits in the tree do not count), else from the tree-wide dirty flag of its
+    git state; None when neither says."""
+    record = result.get("executed")
+    if isinstance(record, dict) and record.get("clean") is not None:
+        return not record["clean"]
+    dirty = ((result.get("environment") or {}).get("git") or {}).get("dirty")
+    return None if dirty is None else bool(dirty)
 
 
 def combine(parts: Iterable[Freshness]) -> Freshness:
@@ -250,9 +248,3 @@ def combine(parts: Iterable[Freshness]) -> Freshness:
                               if 0 < unverifiable < len(items) else ())
     return Freshness(state, union("changed"), functions, union("cosmetic"), union("data"), union("dirty"), notes,
                      runs=len(items))
-
-
-def digest(record: dict[str, Any]) -> str:
-    """One hash over a record's files (name and SHA-256): equal for two runs of the same code."""
-    files = (record or {}).get("files") or {}
-    return hashlib.sha256("".join(f"{k}\0{v}\n" for k, v in sorted(files.items())).encode()).hexdigest()
