@@ -30,7 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from harness.api import METHODS, Method, Split, require, take
+from harness.api import METHODS, Method, Split, bounded, require, search, take
 
 FITTED = ("mean_a", "mean_b", "proj_a", "proj_b", "correlations", "ridges", "n_pairs")
 ADDED_LATER = ("ridges", "n_pairs")  # absent from checkpoints written before they were kept: they load empty
@@ -39,8 +39,9 @@ EXACT_FIT = 0.999  # a first training canonical correlation at least this high: 
 
 @dataclass(frozen=True)
 class CCAParams:
-    dim: int = 10
-    reg: float | Literal["auto"] = 1e-3  # relative to each view's mean variance; auto: Ledoit–Wolf (:func:`view_ridge`)
+    dim: int = bounded(10, tune=search(1, 128, log=True))  # above a view's width: that width
+    # relative to each view's mean variance; auto: Ledoit–Wolf (:func:`view_ridge`)
+    reg: float | Literal["auto"] = bounded(1e-3, tune=search(1e-6, 1.0, log=True))
 
     def check(self, where: str) -> None:
         require(self.dim >= 1, where, f"dim must be >= 1, got {self.dim}")

@@ -16,12 +16,14 @@ from torch import nn
 from harness.api import (
     METHODS,
     Method,
+    bounded,
     collapsed_value,
     global_batch_sum,
     infonce_loss,
     max_violation_loss,
     plateau_key,
     require,
+    search,
     sum_violation_loss,
 )
 
@@ -47,9 +49,9 @@ class PairLossFields:
     first epochs use the summed hinge.
     """
 
-    margin: float = 0.2
+    margin: float = bounded(0.2, tune=search(0.01, 0.5, log=True, when={"loss": ("max_violation", "sum")}))
     loss: Literal["max_violation", "sum", "infonce"] = "max_violation"
-    temperature: float = 0.1
+    temperature: float = bounded(0.1, tune=search(0.02, 1.0, log=True, when={"loss": ("infonce",)}))
     learn_temperature: bool = False
     warmup_epochs: int = 0
 

@@ -31,7 +31,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from harness.api import METHODS, ConfigError, Method, bounded, require
+from harness.api import METHODS, ConfigError, Method, bounded, require, search
 
 Terms = dict[str, tuple[float, torch.Tensor]]  # name -> (weight, value)
 
@@ -76,7 +76,7 @@ def domain_loss(logit_sketch: torch.Tensor, logit_pos: torch.Tensor, logit_neg: 
 
 @dataclass(frozen=True)
 class Doodle2SearchParams:
-    margin: float = bounded(1.0, gt=0)  # torch's triplet loss needs a positive margin
+    margin: float = bounded(1.0, gt=0, tune=search(0.1, 2.0, log=True))  # torch's triplet loss needs a positive margin
     w_triplet: float = 1.0
     w_domain: float = 1.0
     w_semantic: float = 1.0

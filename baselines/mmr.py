@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-from harness.api import METHODS, Method, require
+from harness.api import METHODS, Method, bounded, require, search
 
 
 def max_margin_ranking_loss(sims: torch.Tensor, margin: float) -> torch.Tensor:
@@ -36,7 +36,7 @@ def max_margin_ranking_loss(sims: torch.Tensor, margin: float) -> torch.Tensor:
 
 @dataclass(frozen=True)
 class MaxMarginParams:
-    margin: float = 0.1
+    margin: float = bounded(0.1, tune=search(0.01, 0.5, log=True))
 
     def check(self, where: str) -> None:
         require(self.margin >= 0, where, f"margin must be >= 0, got {self.margin}")

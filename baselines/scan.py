@@ -27,7 +27,7 @@ import torch
 
 from baselines import scan_original as original
 from baselines.contrastive import max_violation_loss
-from harness.api import METHODS, Method, global_batch_sum, require, unknown
+from harness.api import METHODS, Method, bounded, global_batch_sum, require, search, unknown
 
 DIRECTIONS = ("t2i", "i2t")
 POOLINGS = ("avg", "lse")
@@ -232,9 +232,9 @@ SCORERS = ("vectorised", "original")
 
 @dataclass(frozen=True)
 class SCANParams:
-    lambda_softmax: float = 9.0
-    lambda_lse: float = 6.0
-    margin: float = 0.2
+    lambda_softmax: float = bounded(9.0, tune=search(1.0, 20.0, log=True))
+    lambda_lse: float = bounded(6.0, tune=search(1.0, 20.0, log=True))
+    margin: float = bounded(0.2, tune=search(0.01, 0.5, log=True))
     memory_budget_mib: int = 64
     scorer: str = "vectorised"  # or "original": SCAN's own procedure (baselines/scan_original.py)
     time_budget_s: float | None = None  # scorer original: stop the test scoring after this long

@@ -15,7 +15,7 @@ process training on the whole batch.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any, ClassVar, Literal
 
@@ -29,6 +29,7 @@ from harness.api import (
     ConfigError,
     EmbeddingQueue,
     Method,
+    bounded,
     fused_sinkhorn_pair,
     gather_rows,
     global_batch_sum,
@@ -36,6 +37,7 @@ from harness.api import (
     log_softmax_nograd,
     rank_and_world,
     require,
+    search,
     sinkhorn,
     sinkhorn_compile_seconds,
 )
@@ -104,11 +106,12 @@ def swamp_loss(logp_a: torch.Tensor, logp_b: torch.Tensor, q_a: torch.Tensor, q_
 class SwAMPFields:
     """The settings of SwAMP's swapped-assignment loss L_s, shared by every method that adds it."""
 
-    K: int | Literal["auto"] = 1000  # auto: from the number of training pairs (:func:`auto_K`)
+    # auto: from the number of training pairs (:func:`auto_K`); a K the queue does not exceed is refused per trial
+    K: int | Literal["auto"] = bounded(1000, tune=search(16, 1024, log=True))
     queue: int | Literal["auto"] = 1280  # auto: from the training pairs, the batch and K (:func:`auto_queue`)
-    tau: float = 0.01
-    eta: float = 20.0
-    lam: float = field(default=1.0, metadata={"key": "lambda"})
+    tau: float = bounded(0.01, tune=search(0.005, 0.5, log=True))
+    eta: float = bounded(20.0, tune=search(1.0, 50.0, log=True))
+    lam: float = bounded(1.0, key="lambda", tune=search(0.1, 10.0, log=True))
     sinkhorn_iters: int = 3
     hard: bool = False
     strict_queue: bool = True

@@ -28,8 +28,9 @@ A method in ~30 lines, using nothing else (docs/methods.md has it in full)::
 from __future__ import annotations
 
 # --- parameters: every plugin declares a frozen dataclass ``Params``; a field's range is declared beside it with
-# bounded(default, ge=..., gt=...), and an optional ``check(where)`` calls require for what spans several fields
-from harness.config.params import as_dict, bounded, require
+# bounded(default, ge=..., gt=...), and an optional ``check(where)`` calls require for what spans several fields;
+# bounded(..., tune=search(low, high, log=...)) declares where ``harness tune`` searches it (choose, layer_sizes)
+from harness.config.params import as_dict, bounded, choose, layer_sizes, require, search
 from harness.config.params import parse as parse_params
 from harness.config.plan import Run
 
@@ -128,7 +129,7 @@ from harness.store.provenance import MiB, environment
 __all__ = [
     "ConfigError", "DataError", "NotApplicable", "RunError", "did_you_mean", "unknown",
     "ENCODERS", "METHODS", "SOURCES", "STATE_FORMATS", "Registry",
-    "as_dict", "bounded", "parse_params", "require",
+    "as_dict", "bounded", "choose", "layer_sizes", "parse_params", "require", "search",
     "Method", "FeatureCosine", "EmbeddingQueue", "chunk_bounds",
     "LOSSES", "collapsed_value", "infonce_loss", "max_violation_loss", "plateau_key", "sum_violation_loss",
     "fused_sinkhorn", "fused_sinkhorn_pair", "log_softmax_nograd", "native_sinkhorn_unavailable", "sinkhorn",

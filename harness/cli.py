@@ -49,6 +49,7 @@ EXAMPLES = {
     "claims": "python -m harness claims --check",
     "reproduce": "python -m harness reproduce synthetic-pair synthetic-class --launcher local --jobs 2",
     "bench": "python -m harness bench --against HEAD~1",
+    "tune": "python -m harness tune tasks/synthetic.yaml --methods contrastive,swamp --trials 4 --epochs 2 --out runs",
 }
 
 TEST_STAT_HELP = ("statistic the significance columns test in each row group: a column's statistic (R@k, MedR, mAP, "
@@ -104,6 +105,30 @@ def build_parser() -> argparse.ArgumentParser:
                      help="with --launcher slurm: wait for the jobs, with a progress bar, and print the tables")
     run.add_argument("--on-nan", choices=("stop", "skip"), default="stop",
                      help="a step with a NaN or infinite loss: stop the run there (default) or skip its update")
+    tune = sub.add_parser("tune", help="the same tuning budget for every method (Optuna, validation split), then "
+                          "its best settings trained with the seeds and tested", parents=[grid, plugins])
+    tune.add_argument("task", help="task YAML, e.g. tasks/own_features_labels.yaml")
+    tune.add_argument("--methods", required=True, help="comma-separated methods to compare, each tuned alike")
+    tune.add_argument("--trials", type=int, default=None,
+                      help="trials per method (default: the task's tune.trials, else 20)")
+    tune.add_argument("--seconds-per-method", type=float, default=None, metavar="S",
+                      help="also stop each method's study once its trials took S seconds in all (an equal "
+                           "wall-clock budget; the tables mark a method that got fewer trials)")
+    tune.add_argument("--seeds", default="0", help="seeds of the tuned runs (default: 0); the trials train with "
+                      "the first one")
+    tune.add_argument("--study-seed", type=int, default=None, help="seed the trials train with (default: the first "
+                      "of --seeds)")
+    tune.add_argument("--set", dest="overrides", action="append", default=[], metavar="NAME.KEY=VALUE",
+                      help="override a task setting for trials and tuned runs (repeatable)")
+    tune.add_argument("--epochs", type=int, default=None, help="override the number of epochs of every method")
+    tune.add_argument("--storage", default=None, metavar="URL",
+                      help="Optuna storage URL (default: sqlite:///OUT/TASK/_tune/studies.db)")
+    tune.add_argument("--launcher", choices=("sequential", "local", "slurm"), default="sequential",
+                      help="where trials run: this process (default), --jobs worker processes, or --jobs SLURM jobs")
+    tune.add_argument("--slurm", default=None, metavar="KEY=VALUE,...",
+                      help="SLURM options over the task file's launcher.slurm section (docs/slurm.md)")
+    tune.add_argument("--no-final", action="store_true", help="run the studies only; no tuned runs")
+    tune.add_argument("--studies-only", action="store_true", help=argparse.SUPPRESS)  # a worker of local/slurm
     rerun = sub.add_parser("rerun", help="run again what result files record, from their own settings; --check: "
                                          "compare the metrics", parents=[plugins, grid])
     rerun.add_argument("results", nargs="+", metavar="RESULT",
@@ -393,6 +418,12 @@ def cmd_claims(args: argparse.Namespace) -> int:
     return claims.cmd(args)
 
 
+def cmd_tune(args: argparse.Namespace) -> int:
+    from harness.tune import command
+
+    return command.cmd(args)
+
+
 def cmd_reproduce(args: argparse.Namespace) -> int:
     from harness.report import reproduce
 
@@ -426,7 +457,7 @@ def main(argv: list[str] | None = None) -> int:
         provenance.set_command(sys.argv[1:] if argv is None else argv)
         handler = {"run": cmd_run, "rerun": cmd_rerun, "list": cmd_list, "table": cmd_table, "plot": cmd_plot,
                    "clusters": cmd_clusters, "ensemble": cmd_ensemble, "compare": cmd_compare, "report": cmd_report,
-                   "status": cmd_status, "claims": cmd_claims, "reproduce": cmd_reproduce,
+                   "status": cmd_status, "claims": cmd_claims, "reproduce": cmd_reproduce, "tune": cmd_tune,
                    "bench": cmd_bench}[args.command]
         code = handler(args)
         _plugin_warnings()

@@ -63,15 +63,65 @@ def parse(cls: type[P], raw: Mapping[str, Any] | None, where: str) -> P:
     return obj
 
 
+@dataclasses.dataclass(frozen=True)
+class Space:
+    """Where ``harness tune`` searches a setting (harness/tune/space.py reads it): numbers from ``low`` to
+    ``high`` (on a log scale with ``log``; integers for an int field), one of ``choices``, or, with ``layers``,
+    hidden layer sizes: ``depth`` layers (a range) of one width from ``low`` to ``high``. ``when``: searched only
+    where these other settings of the same part hold one of these values (``(("loss", ("infonce",)),)``).
+    ``on=False``: declared, but searched only when a task's ``tune:`` block turns it on."""
+
+    low: float | None = None
+    high: float | None = None
+    log: bool = False
+    choices: tuple[Any, ...] = ()
+    layers: bool = False
+    depth: tuple[int, int] = (1, 1)
+    when: tuple[tuple[str, tuple[Any, ...]], ...] = ()
+    on: bool = True
+
+
+def search(low: float, high: float, *, log: bool = False, when: dict[str, tuple[Any, ...]] | None = None,
+           on: bool = True) -> Space:
+    """A numeric search range, e.g. ``search(1e-4, 1e-2, log=True)``."""
+    return Space(low=low, high=high, log=log, when=tuple((when or {}).items()), on=on)
+
+
+def choose(*values: Any, when: dict[str, tuple[Any, ...]] | None = None, on: bool = True) -> Space:
+    """A search over a few values, e.g. ``choose("sum", "mean")``."""
+    return Space(choices=tuple(values), when=tuple((when or {}).items()), on=on)
+
+
+def layer_sizes(width: tuple[int, int], depth: tuple[int, int], on: bool = True) -> Space:
+    """A search over hidden layers: ``depth`` layers (from, to) of one width in ``width`` (log scale)."""
+    return Space(low=width[0], high=width[1], log=True, layers=True, depth=depth, on=on)
+
+
 def bounded(default: Any = dataclasses.MISSING, *, ge: float | None = None, gt: float | None = None,
-            le: float | None = None, lt: float | None = None, key: str | None = None) -> Any:
+            le: float | None = None, lt: float | None = None, key: str | None = None,
+            tune: Space | None = None) -> Any:
     """A parameter field with its range, declared beside it: ``seed: int = bounded(0, ge=0)``. :func:`parse`
-    refuses a value outside the range (for a tuple, any element outside it) with the range in the message."""
+    refuses a value outside the range (for a tuple, any element outside it) with the range in the message.
+    ``tune``: where ``harness tune`` searches it (:func:`search`, :func:`choose`, :func:`layer_sizes`), which must
+    lie inside the range."""
     meta: dict[str, Any] = {"range": {k: v for k, v in (("ge", ge), ("gt", gt), ("le", le), ("lt", lt))
                                       if v is not None}}
     if key is not None:
         meta["key"] = key
+    if tune is not None:
+        meta["tune"] = tune
     return dataclasses.field(default=default, metadata=meta)
+
+
+def in_range(value: float, field: dataclasses.Field[Any]) -> bool:
+    """Whether ``value`` lies in the range ``field`` declares (any value, without one)."""
+    limits = field.metadata.get("range") or {}
+    return all(_RANGE_WORDS[name][1](value, bound) for name, bound in limits.items())
+
+
+def range_text(field: dataclasses.Field[Any]) -> str:
+    """The range ``field`` declares, as words: '> 0 and <= 1' ('' without one)."""
+    return " and ".join(_range_text(field.metadata.get("range") or {}))
 
 
 _Bound = Callable[[float, float], bool]

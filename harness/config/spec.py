@@ -16,13 +16,13 @@ import yaml
 
 from harness.config import checks, launch
 from harness.config import params as P
-from harness.config.params import bounded
+from harness.config.params import bounded, search
 from harness.config.registry import ENCODERS, METHODS, SOURCES, Registry
 from harness.errors import ConfigError, did_you_mean, unknown
 from harness.ops.precision import PRECISIONS
 
 TOP_KEYS = ("name", "version", "description", "base", "dataset", "encoders", "metrics", "train", "test", "methods",
-            "reference", "launcher")
+            "reference", "launcher", "tune")  # tune: read by harness tune (harness/tune/space.py), by no run
 MODALITIES = ("a", "b")
 
 
@@ -30,9 +30,9 @@ MODALITIES = ("a", "b")
 class TrainSpec:
     batch_size: int = 128
     optimizer: str = "adam"
-    lr: float = 1e-3
-    weight_decay: float = 0.0
-    epochs: int = 100
+    lr: float = bounded(1e-3, tune=search(1e-4, 1e-2, log=True))
+    weight_decay: float = bounded(0.0, tune=search(0.0, 1e-3))
+    epochs: int = bounded(100, tune=search(5, 200, log=True, on=False))  # searched when a task's tune: turns it on
     lr_step: int | None = None
     lr_gamma: float = 0.1
     grad_clip: float | None = None

@@ -8,12 +8,12 @@ from typing import Literal
 import torch
 from torch import nn
 
-from harness.api import ENCODERS, require
+from harness.api import ENCODERS, bounded, layer_sizes, require
 
 
 @dataclass(frozen=True)
 class MLPParams:
-    hidden: tuple[int, ...] = (50, 50)
+    hidden: tuple[int, ...] = bounded((50, 50), tune=layer_sizes(width=(32, 1024), depth=(1, 3)))
     dim: int | Literal["auto"] = 5  # auto: the narrower input's width (harness.run.build.auto_width)
 
     def check(self, where: str) -> None:

@@ -8,7 +8,7 @@ import time
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import torch
@@ -58,6 +58,7 @@ class RunOptions:
     # the machine's counters at the command's start, when the command may lower torch's threads on a busy machine
     # before the first run trains (harness.run.contention.threads_for); None: the threads stay as they are
     watch: Any = None
+    tuning: dict[str, Any] | None = None  # the study that chose the run's settings (harness tune), for its result file
 
 
 def _progress(total: int, done: int, desc: str, enabled: bool) -> tqdm:
@@ -110,48 +111,17 @@ def run_one(run: Run, data: PairedData, opts: RunOptions) -> dict[str, Any] | No
     """
     started = time.perf_counter()
     recorder = executed.Recorder()
+    trained = train(run, data, opts)
+    if trained is None:
+        return None
     spec, name, seed, info = run.spec, run.method, run.seed, opts.dist
-    data = data.for_device(opts.device)
-    torch.manual_seed(seed)
+    data = trained.data
     m = spec.methods[name]
     path = result_path(opts.out, spec.name, run.run_name, seed)
     resume = ckpt.resume_path(path)
-    method = guards.on_oom(build_method, "building the model", f"the sizes of {name} (e.g. {name}.queue) or of "
-                           "encoders.a/b", opts.device, resume)(spec, name, data, opts.device)
-    if opts.init is not None:
-        ckpt.load_encoders(method, opts.init)
-    prof = Profiler(opts.device)
+    method, fit, prof, precision = trained.method, trained.fit, trained.prof, m.train.precision
     test_memory = guards.memory_settings(spec, name, "test")
-    precision = m.train.precision
-
-    def val_metrics() -> dict[str, float]:
-        with prec.scope(precision, opts.device):
-            return evaluate.evaluate(method, data["val"], spec.metrics, opts.device, m.train.eval_batch_size, spec.test)
-
-    def val_metrics_everywhere() -> dict[str, float]:  # rank 0 validates; every process gets its metrics
-        return distributed.from_main(val_metrics, info)
-
-    validate = prof.timed("validate", guards.on_oom(val_metrics_everywhere, "validation", test_memory, opts.device,
-                                                    resume))
-    chance = collapse.chance_level(data["val"], spec.metrics, m.train.select) if info.is_main else None
-    if method.trains_by_gradient:
-        fit, resumed_from, skipped = _train(run, method, data, opts, prof, validate, chance)
-    else:
-        fit_fn = guards.on_oom(method.fit_closed_form, "the closed-form fit",
-                               guards.memory_settings(spec, name, "train"), opts.device, resume)
-        with prof.phase("train"):
-            fit = tr.fit_closed_form(method, data["train"], prof.timed("train_epoch", fit_fn), validate)
-        resumed_from, skipped = 0, []
-        prof.notes.append("closed-form fit: train_epoch is the time of the fit; there are no gradient steps")
-    for key, seconds in method.one_off_timings().items():
-        prof.times[key] = [seconds]
-        prof.notes.append(f"{key}: a one-off cost inside the first training steps ({seconds:.1f} s), also in "
-                          "train_step's total, not in its median")
-    if not info.is_main:
-        return None
-    method.load_state_dict(fit.best_state)
-    val_at_best = dict(fit.untrained or {}) if fit.best_epoch == 0 else \
-        {k[4:]: v for k, v in fit.history[fit.best_epoch - 1].items() if k.startswith("val/")}
+    resumed_from, skipped, val_at_best = trained.resumed_from, trained.skipped, trained.val_at_best
     floor = None
     if m.method not in floors.NO_FLOOR_METHODS:
         with prec.scope(precision, opts.device):
@@ -172,7 +142,7 @@ def run_one(run: Run, data: PairedData, opts: RunOptions) -> dict[str, Any] | No
         init=_init_text(opts), metrics=metrics, training="gradient" if method.trains_by_gradient else "closed_form",
         best_epoch=fit.best_epoch, val_at_best=val_at_best, untrained=fit.untrained, floor=floor,
         auto=resolved_settings(spec, name, data) or None,
-        collapse=collapse.detect(fit.history, chance, patience=m.train.collapse_patience,
+        collapse=collapse.detect(fit.history, trained.chance, patience=m.train.collapse_patience,
                                  tolerance=m.train.collapse_tolerance, best_epoch=fit.best_epoch),
         warnings=preflight.fit_warnings(spec, name, data) + fitted, history=fit.history, profile=prof.summary(),
         resumed_from_epoch=resumed_from, on_nan=opts.on_nan,
@@ -180,6 +150,7 @@ def run_one(run: Run, data: PairedData, opts: RunOptions) -> dict[str, Any] | No
         distributed={"world_size": info.world_size, "backend": info.backend,
                      "batch_per_process": -(-m.train.batch_size // info.world_size)},
         config=spec.resolved(name), overrides=list(spec.overrides), reference=spec.raw.get("reference"),
+        tuning=opts.tuning,
         dataset=data.info, environment=environment(opts.device, plugin_folders()),
         checkpoint=path.with_suffix(".pt").name, ranks=path.with_suffix(".ranks.npz").name, search=prof.search,
         wall_s=time.perf_counter() - started, code=code_record(classes_of(spec, name)))
@@ -201,10 +172,82 @@ def run_one(run: Run, data: PairedData, opts: RunOptions) -> dict[str, Any] | No
     return written
 
 
+@dataclass
+class Trained:
+    """A run trained and its best epoch loaded (:func:`train`): what testing it needs."""
+
+    method: Method
+    fit: tr.FitResult
+    prof: Profiler
+    data: PairedData  # the data as prepared for the run's device
+    chance: collapse.Chance | None = None  # the selection metric's chance level on validation
+    resumed_from: int = 0
+    skipped: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def val_at_best(self) -> dict[str, float]:
+        """Validation metrics of the epoch kept (the untrained model's for epoch 0)."""
+        fit = self.fit
+        if fit.best_epoch == 0:
+            return dict(fit.untrained or {})
+        return {k[4:]: v for k, v in fit.history[fit.best_epoch - 1].items() if k.startswith("val/")}
+
+
+def train(run: Run, data: PairedData, opts: RunOptions,
+          on_epoch: Callable[[dict[str, float]], None] | None = None) -> Trained | None:
+    """Build the run's model, train it (resuming an interrupted run, see :func:`run_one`) on the training split
+    while validating each epoch, and load its best epoch; the test split is not read. ``on_epoch`` sees each
+    epoch's record (its ``val/<metric>`` values) after the epoch; a closed-form fit has one. None on the processes
+    other than rank 0 under torchrun."""
+    spec, name, seed, info = run.spec, run.method, run.seed, opts.dist
+    data = data.for_device(opts.device)
+    torch.manual_seed(seed)
+    m = spec.methods[name]
+    path = result_path(opts.out, spec.name, run.run_name, seed)
+    resume = ckpt.resume_path(path)
+    method = guards.on_oom(build_method, "building the model", f"the sizes of {name} (e.g. {name}.queue) or of "
+                           "encoders.a/b", opts.device, resume)(spec, name, data, opts.device)
+    if opts.init is not None:
+        ckpt.load_encoders(method, opts.init)
+    prof = Profiler(opts.device)
+    test_memory = guards.memory_settings(spec, name, "test")  # validation's guard names the test's settings
+    precision = m.train.precision
+
+    def val_metrics() -> dict[str, float]:
+        with prec.scope(precision, opts.device):
+            return evaluate.evaluate(method, data["val"], spec.metrics, opts.device, m.train.eval_batch_size, spec.test)
+
+    def val_metrics_everywhere() -> dict[str, float]:  # rank 0 validates; every process gets its metrics
+        return distributed.from_main(val_metrics, info)
+
+    validate = prof.timed("validate", guards.on_oom(val_metrics_everywhere, "validation", test_memory, opts.device,
+                                                    resume))
+    chance = collapse.chance_level(data["val"], spec.metrics, m.train.select) if info.is_main else None
+    if method.trains_by_gradient:
+        fit, resumed_from, skipped = _train(run, method, data, opts, prof, validate, chance, on_epoch)
+    else:
+        fit_fn = guards.on_oom(method.fit_closed_form, "the closed-form fit",
+                               guards.memory_settings(spec, name, "train"), opts.device, resume)
+        with prof.phase("train"):
+            fit = tr.fit_closed_form(method, data["train"], prof.timed("train_epoch", fit_fn), validate)
+        resumed_from, skipped = 0, []
+        if on_epoch is not None:
+            on_epoch(fit.history[0])
+        prof.notes.append("closed-form fit: train_epoch is the time of the fit; there are no gradient steps")
+    for key, seconds in method.one_off_timings().items():
+        prof.times[key] = [seconds]
+        prof.notes.append(f"{key}: a one-off cost inside the first training steps ({seconds:.1f} s), also in "
+                          "train_step's total, not in its median")
+    if not info.is_main:
+        return None
+    method.load_state_dict(fit.best_state)
+    return Trained(method, fit, prof, data, chance, resumed_from, skipped)
+
 def _train(run: Run, method: Method, data: PairedData, opts: RunOptions, prof: Profiler, validate: Any,
-           chance: collapse.Chance | None) -> tuple[tr.FitResult, int, list[dict[str, Any]]]:
+           chance: collapse.Chance | None, extra: Callable[[dict[str, float]], None] | None = None,
+           ) -> tuple[tr.FitResult, int, list[dict[str, Any]]]:
     """Gradient training with per-epoch resume checkpoints, the non-finite and out-of-memory guards and
-    the collapse warning; returns (fit, epochs resumed, skipped steps)."""
+    the collapse warning; returns (fit, epochs resumed, skipped steps). ``extra`` sees each epoch's record."""
     spec, info, m = run.spec, opts.dist, run.spec.methods[run.method]
     optimizer = tr.make_optimizer(method, m.train)
     scheduler = tr.make_scheduler(optimizer, m.train)
@@ -233,6 +276,8 @@ def _train(run: Run, method: Method, data: PairedData, opts: RunOptions, prof: P
         bar.set_postfix(loss=f"{record.get('loss', float('nan')):.4g}",  # no loss: every step skipped (--on-nan)
                         **{f"val {m.train.select}": f"{record['val/' + m.train.select]:.2f}"})
         bar.update()
+        if extra is not None:
+            extra(record)
 
     def after_epoch(result: tr.FitResult, gen: torch.Generator) -> None:
         nonlocal warned

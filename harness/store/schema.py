@@ -85,6 +85,10 @@ class Result:
         "files equal it (clean), and the recording's cost", omit_none=True))
     sources: list[dict[str, Any]] | None = field(default=None, metadata=_doc(
         "the runs an ensemble combines", omit_none=True))
+    tuning: dict[str, Any] | None = field(default=None, metadata=_doc(
+        "the study that chose this run's settings (harness tune, harness/tune/): study name and storage, the "
+        "split and metric searched, trials by state, the search space, the best settings and value, the task's own "
+        "settings' value (the first trial), each trial's value in order, parameter importances, minutes"))
     search: dict[str, Any] | None = field(default=None, metadata=_doc(
         "approximate nearest-neighbour search of the whole test split beside the exact ranking (test.search, "
         "harness.run.search): type and settings, and per direction the index's build and query seconds, the exact "

@@ -1,0 +1,204 @@
+"""``harness tune``: every method of a comparison gets the same tuning budget on the validation split, then its best
+settings train with the given seeds and are tested as ordinary result files (``<method>@tuned``) that record the
+study. The studies run in this process (``--launcher sequential``), in worker processes of this machine
+(``local``) or in SLURM jobs (``slurm``), all sharing the studies through their storage; the tuned runs always
+run here, once every study has its budget.
+"""
+from __future__ import annotations
+
+import argparse
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from tqdm.auto import tqdm
+
+from harness.config import plan as plans
+from harness.config import spec as specs
+from harness.config.plan import Run
+from harness.errors import ConfigError, RunError
+from harness.run import grid, runner
+from harness.tune import study as studies
+from harness.tune.space import tune_block
+
+LAUNCHERS = ("sequential", "local", "slurm")
+DEFAULT_TRIALS = 20
+
+
+def setup(args: argparse.Namespace) -> list[studies.Study]:
+    """The studies the command asks for, every search space checked (before any trial)."""
+    overrides = list(args.overrides) + ([f"dataset.root={args.data_root}"] if args.data_root else [])
+    names = [m for m in args.methods.split(",") if m]
+    if not names:
+        raise ConfigError("--methods: name the methods to compare, e.g. --methods contrastive,swamp (every method "
+                          "gets the same budget)")
+    base = specs.load_task(args.task, overrides)
+    added = tuple(specs.undeclared(base, names))
+    spec = specs.load_task(args.task, overrides, added)
+    specs.select_methods(spec, names)
+    block = tune_block(spec)
+    trials = args.trials if args.trials is not None else int(block.get("trials") or DEFAULT_TRIALS)
+    studies.check_budget(trials, args.seconds_per_method)
+    seeds = plans.parse_seeds(args.seeds)
+    seed = args.study_seed if args.study_seed is not None else seeds[0]
+    folder = Path(args.out) / spec.name / "_tune"
+    storage = args.storage or studies.default_storage(folder)
+    found = [studies.Study(task=str(args.task), method=name, overrides=tuple(overrides), added=added,
+                           epochs=args.epochs, seed=seed, trials=trials, seconds=args.seconds_per_method,
+                           folder=folder, storage=storage) for name in names]
+    for s in found:
+        s.dims()  # refuses a search that cannot be valid, naming its key
+    return found
+
+
+def cmd(args: argparse.Namespace) -> int:
+    """Run the studies (with the launcher asked for), then the tuned runs; print the studies' table."""
+    found = setup(args)
+    setup_grid = grid.Grid(out=Path(args.out), device=args.device, threads=args.threads,
+                           progress=not args.no_progress, force=args.force)
+    opts = grid.options(setup_grid)
+    if args.launcher == "sequential" or args.studies_only:
+        data = runner.load_data(found[0].spec())
+        trial_opts = runner.RunOptions(device=opts.device, out=found[0].folder / "trials", progress=False)
+        for s in found:
+            with tqdm(total=s.trials if s.dims() else 1, desc=f"tune {s.method}", unit="trial",
+                      disable=args.no_progress, dynamic_ncols=True) as bar:
+                studies.work(s, data, trial_opts, bar)
+        if args.studies_only:
+            return 0
+    else:
+        launch_workers(args, found)
+    records = {s.method: summarize(s) for s in found}
+    print(study_table(records, found))
+    if args.no_final:
+        return 0
+    return final_runs(args, found, records, opts)
+
+
+def summarize(s: studies.Study) -> dict[str, Any]:
+    opened = studies.open_study(s)
+    return studies.record(s, opened, s.dims())
+
+
+def study_table(records: dict[str, dict[str, Any]], found: list[studies.Study]) -> str:
+    """One row per method: trials by state, the task's own settings' value, the best value and settings."""
+    from tabulate import tabulate
+
+    rows = []
+    for s in found:
+        r = records[s.method]
+        t = r["trials"]
+        best = ", ".join(f"{k}={_short(v)}" for k, v in r["best"].items()) or "(the task's own settings)"
+        start = r["start_value"]
+        rows.append([s.method, f"{t['counted']} ({t['complete']} complete, {t['pruned']} pruned, {t['failed']} failed)",
+                     "-" if start is None else f"{start:.2f}", f"{r['best_value']:.2f}", best,
+                     f"{r['trial_minutes']:.1f}"])
+    metric = records[found[0].method]["metric"]
+    head = ["method", "trials", f"val {metric}: task's settings", f"val {metric}: best", "best settings",
+            "trial minutes"]
+    table: str = tabulate(rows, head)
+    return (f"studies: {found[0].trials} trials per method on the validation split (seed {found[0].seed}), "
+            f"stored in {studies.shown_storage(found[0].storage)}\n" + table)
+
+
+def _short(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.3g}"
+    return str(value).replace(" ", "")
+
+
+def final_runs(args: argparse.Namespace, found: list[studies.Study], records: dict[str, dict[str, Any]],
+               opts: runner.RunOptions) -> int:
+    """Train and test each method's best settings with every seed (``<method>@tuned``); show the tables."""
+    from harness.report import folders
+
+    seeds = plans.parse_seeds(args.seeds)
+    data = runner.load_data(found[0].spec())
+    results = []
+    for s in found:
+        r = records[s.method]
+        extra = studies.final_overrides(s, r["best"], s.dims())
+        base, spec = s.spec(), s.spec(extra)
+        varied = plans.ordered(plans.diff(base.resolved(s.method), spec.resolved(s.method)))
+        for seed in seeds:
+            run = Run(spec, s.method, f"{s.method}@tuned", varied, seed)
+            run_opts = runner.RunOptions(device=opts.device, out=Path(args.out), progress=not args.no_progress,
+                                         force=args.force, tuning=r)
+            done = runner.finished_result(run, run_opts)
+            if done is not None and done.get("tuning", {}).get("study") == r["study"]:
+                results.append(done)
+                continue
+            if done is not None:
+                raise ConfigError(f"{done['_path']} was tuned by another study ({done.get('tuning', {}).get('study')});"
+                                  " pass --force to replace it, or --out to write elsewhere")
+            written = runner.run_one(run, data, run_opts)
+            if written is not None:
+                results.append(written)
+    if results and not args.no_tables:
+        folders.show(Path(args.out) / found[0].spec().name, results, None, None)
+    return 0
+
+
+def worker_argv(args: argparse.Namespace, threads: int | None) -> list[str]:
+    """The words after ``python`` of a worker: this command with ``--studies-only`` in one process."""
+    words = ["-m", "harness", "tune", str(args.task), "--methods", args.methods, "--seeds", args.seeds,
+             "--out", str(args.out), "--device", args.device, "--launcher", "sequential", "--studies-only",
+             "--no-progress"]
+    words += ["--trials", str(args.trials)] if args.trials is not None else []
+    words += ["--seconds-per-method", str(args.seconds_per_method)] if args.seconds_per_method is not None else []
+    words += ["--study-seed", str(args.study_seed)] if args.study_seed is not None else []
+    words += ["--storage", args.storage] if args.storage else []
+    words += ["--epochs", str(args.epochs)] if args.epochs is not None else []
+    words += ["--data-root", args.data_root] if args.data_root else []
+    words += ["--threads", str(threads)] if threads is not None else []
+    words += [w for o in args.overrides for w in ("--set", o)]
+    words += [w for path in args.include for w in ("--include", path)]
+    return words
+
+
+def launch_workers(args: argparse.Namespace, found: list[studies.Study]) -> None:
+    """``--jobs`` workers sharing the studies: processes of this machine, or SLURM jobs; wait for all."""
+    jobs = args.jobs or 2
+    if jobs < 1:
+        raise ConfigError(f"--jobs must be >= 1, got {jobs}")
+    for s in found:
+        studies.open_study(s)  # created once, before the workers race to create it
+    if args.launcher == "local":
+        from harness.run.launcher import default_threads
+
+        threads = args.threads or default_threads(jobs)
+        argv = worker_argv(args, threads)
+        print(f"tuning with {jobs} worker processes ({threads} threads each): python {shlex.join(argv)}")
+        started = time.perf_counter()
+        procs = [subprocess.Popen([sys.executable, *argv], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                  text=True) for _ in range(jobs)]
+        failed = []
+        for proc in procs:
+            _, err = proc.communicate()
+            if proc.returncode != 0:
+                lines = [ln for ln in err.splitlines() if ln.strip()]
+                failed.append(lines[-1] if lines else f"status {proc.returncode}")
+        if failed:
+            raise RunError(f"a tuning worker failed: {failed[0]}")
+        print(f"workers done in {time.perf_counter() - started:.0f} s")
+        return
+    from harness.run import slurm
+
+    options = grid.slurm_options([Run(found[0].spec(), found[0].method, found[0].method, {}, 0)], args.slurm)
+    slurm.check_cluster(options)
+    folder = slurm.jobs_folder(Path(args.out), found[0].spec().name) / "tune"
+    executor = slurm.make_executor(folder, options, f"tune-{found[0].spec().name}")
+    argv = worker_argv(args, args.threads)
+    submitted = [executor.submit(slurm.RunJob(f"tune worker {i}", argv)) for i in range(jobs)]
+    print(f"submitted {jobs} SLURM job(s) of tuning workers: {', '.join(j.job_id for j in submitted)}; waiting")
+    problems = []
+    for job in submitted:
+        try:
+            job.result()
+        except Exception as err:  # noqa: BLE001 - submitit re-raises the job's failure as its own exception types
+            problems.append(f"job {job.job_id}: {str(err).strip().splitlines()[-1] if str(err).strip() else err}")
+    if problems:
+        raise RunError(f"a SLURM tuning job failed: {problems[0]}")

@@ -1,0 +1,277 @@
+"""The search space of one method of a task: every tunable setting of its training, its two encoders and the method
+itself, read from where each setting is declared (``bounded(..., tune=search(...))`` in the part's ``Params``,
+harness/config/params.py), then narrowed, widened, switched on or off by the task's ``tune:`` block::
+
+    tune:
+      trials: 20                                  # the default of --trials
+      space:
+        train.lr: {low: 1.0e-4, high: 3.0e-3, log: true}
+        train.epochs: on                          # declared with on=False: searched only when a task says so
+        swamp.K: off                              # NAME.KEY: a setting of the method NAME
+        encoders.a.hidden: {width: [64, 512], depth: [1, 2]}
+        contrastive.loss: {choices: [max_violation, infonce]}
+
+A search that cannot be valid (low above high, a log scale through zero, an end the setting's own range or check
+refuses, a key nothing declares) is refused here, before any trial, naming the key. The task's own value of each
+setting is the search's first trial (:meth:`Space.start`); ``auto`` values stay ``auto`` in it.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import typing
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from harness.config import params as P
+from harness.config.params import Space
+from harness.config.registry import METHODS
+from harness.config.spec import TaskSpec, TrainSpec
+from harness.errors import ConfigError, did_you_mean
+
+BLOCK_KEYS = ("trials", "space")
+SPACE_KEYS = ("low", "high", "log", "choices", "width", "depth")
+
+
+@dataclass(frozen=True)
+class Dimension:
+    """One searched setting: where it lives (``part``: train, encoders.a, encoders.b or method), its YAML key, its
+    space, and whether its values are integers."""
+
+    part: str
+    key: str
+    space: Space
+    integer: bool
+
+    @property
+    def name(self) -> str:
+        """The setting as the command line and the result files name it: 'train.lr', 'encoders.a.hidden', 'tau'."""
+        return self.key if self.part == "method" else f"{self.part}.{self.key}"
+
+    def params(self) -> list[str]:
+        """The study's parameter names of this setting (a layer search has two: width and depth)."""
+        return [f"{self.name}.width", f"{self.name}.depth"] if self.space.layers else [self.name]
+
+    def suggest(self, trial: Any) -> Any:
+        """The setting's value for an Optuna ``trial`` (its sampler's choice, or the value enqueued for it)."""
+        sp = self.space
+        if sp.layers:
+            width = trial.suggest_int(f"{self.name}.width", int(sp.low or 1), int(sp.high or 1), log=sp.log)
+            depth = trial.suggest_int(f"{self.name}.depth", sp.depth[0], sp.depth[1])
+            return [width] * depth
+        if sp.choices:
+            return trial.suggest_categorical(self.name, list(sp.choices))
+        if self.integer:
+            return trial.suggest_int(self.name, int(sp.low or 0), int(sp.high or 0), log=sp.log)
+        return trial.suggest_float(self.name, float(sp.low or 0.0), float(sp.high or 0.0), log=sp.log)
+
+    def override(self, method: str, value: Any) -> str:
+        """The ``--set`` text that gives this method the value."""
+        where = {"method": method, "train": f"{method}.train"}.get(self.part, self.part)
+        return f"{where}.{self.key}={json.dumps(value)}"
+
+    def start(self, value: Any) -> dict[str, Any] | None:
+        """The study parameters that reproduce the task's own ``value`` (None: it cannot be written in this space,
+        e.g. ``auto``, or layers of different widths; the first trial then leaves the setting as the task has it)."""
+        if self.space.layers:
+            sizes = list(value) if isinstance(value, (list, tuple)) else []
+            if len(set(sizes)) != 1:
+                return None
+            return {f"{self.name}.width": sizes[0], f"{self.name}.depth": len(sizes)}
+        if self.space.choices:
+            return {self.name: value} if value in self.space.choices else None
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return None
+        return {self.name: value}
+
+    def describe(self) -> dict[str, Any]:
+        """The space as result files record it."""
+        sp = self.space
+        if sp.layers:
+            return {"width": [sp.low, sp.high], "depth": list(sp.depth), "log": sp.log}
+        if sp.choices:
+            return {"choices": list(sp.choices)}
+        return {"low": sp.low, "high": sp.high, "log": sp.log, "int": self.integer}
+
+
+def _parts(spec: TaskSpec, method: str) -> list[tuple[str, type, Any]]:
+    """(part, parameter class, current parameters) of the method's training, encoders and method."""
+    m = spec.methods[method]
+    return [("train", TrainSpec, m.train),
+            *((f"encoders.{k}", type(e.params), e.params) for k, e in spec.encoders.items()),
+            ("method", METHODS.get(m.method, method).Params, m.params)]
+
+
+def _is_integer(hint: Any) -> bool:
+    """Whether a field's type makes its numbers integers (``int``, or ``int | Literal['auto']``)."""
+    args = typing.get_args(hint) or (hint,)
+    return int in args and float not in args
+
+
+def dimensions(spec: TaskSpec, method: str) -> list[Dimension]:
+    """The method's search space: the declared searches, with the task's ``tune.space`` entries applied; checked."""
+    block = tune_block(spec)
+    entries = dict(block.get("space") or {})
+    found: list[Dimension] = []
+    for part, cls, current in _parts(spec, method):
+        hints = typing.get_type_hints(cls)
+        values = P.as_dict(current)
+        for field in dataclasses.fields(cls):
+            key = P.yaml_key(field)
+            declared: Space | None = field.metadata.get("tune")
+            # the method's own entry (swamp.train.lr) before the task-wide one (train.lr)
+            candidates = [_entry_key(part, method, key)] + ([f"train.{key}"] if part == "train" else [])
+            given = [(c, entries.pop(c)) for c in candidates if c in entries]
+            entry_key, entry = given[0] if given else (candidates[0], None)
+            where = f"{spec.path}: tune.space.{entry_key}"
+            sp = _apply(declared, entry, where)
+            if sp is None or not sp.on or not _holds(sp, values):
+                continue
+            dim = Dimension(part, key, sp, _is_integer(hints[field.name]))
+            _check(dim, cls, values, field, where)
+            found.append(dim)
+    others = [k for k in entries if not _names_other_method(k, spec, method)]
+    if others:
+        known = [_entry_key(p, method, P.yaml_key(f)) for p, cls, _ in _parts(spec, method)
+                 for f in dataclasses.fields(cls)]
+        raise ConfigError(f"{spec.path}: tune.space.{others[0]} names no setting of {method}"
+                          f"{did_you_mean(others[0], known)}; keys are train.KEY, encoders.a.KEY, encoders.b.KEY "
+                          f"or METHOD.KEY (e.g. {method}.{known[-1].split('.')[-1]})")
+    return found
+
+
+def _entry_key(part: str, method: str, key: str) -> str:
+    """The ``tune.space`` key of a setting of ``method``: swamp.tau, swamp.train.lr, encoders.a.hidden."""
+    if part in ("method", "train"):
+        return f"{method}.{key}" if part == "method" else f"{method}.train.{key}"
+    return f"{part}.{key}"
+
+
+def _names_other_method(key: str, spec: TaskSpec, method: str) -> bool:
+    head = key.split(".", 1)[0]
+    return head in spec.methods and head != method
+
+
+def tune_block(spec: TaskSpec) -> dict[str, Any]:
+    """The task's ``tune:`` mapping ({} without one), its shape checked."""
+    block = spec.raw.get("tune") or {}
+    if not isinstance(block, Mapping):
+        raise ConfigError(f"{spec.path}: tune must be a mapping with keys among {', '.join(BLOCK_KEYS)}, got {block!r}")
+    for key in block:
+        if key not in BLOCK_KEYS:
+            raise ConfigError(f"{spec.path}: tune.{key} is not a key of tune{did_you_mean(str(key), BLOCK_KEYS)}; "
+                              f"keys: {', '.join(BLOCK_KEYS)}")
+    trials = block.get("trials")
+    if trials is not None and (isinstance(trials, bool) or not isinstance(trials, int) or trials < 1):
+        raise ConfigError(f"{spec.path}: tune.trials must be a positive integer, got {trials!r}")
+    space = block.get("space") or {}
+    if not isinstance(space, Mapping):
+        raise ConfigError(f"{spec.path}: tune.space must map settings (train.lr, swamp.tau, ...) to searches, "
+                          f"got {space!r}")
+    return dict(block)
+
+
+def _apply(declared: Space | None, entry: Any, where: str) -> Space | None:
+    """The declared search with the task's entry applied: True/on switches it on, False/off off, a mapping
+    replaces its bounds (a key nothing declares needs the whole search)."""
+    if entry is None:
+        return declared
+    if isinstance(entry, bool):
+        if declared is None:
+            raise ConfigError(f"{where}: nothing declares a search for this setting, so `on` has no range to use; "
+                              "give one, e.g. {low: 0.1, high: 1.0}")
+        return dataclasses.replace(declared, on=entry)
+    if not isinstance(entry, Mapping):
+        raise ConfigError(f"{where} must be on, off or a mapping with keys among {', '.join(SPACE_KEYS)}, "
+                          f"got {entry!r}")
+    for key in entry:
+        if key not in SPACE_KEYS:
+            raise ConfigError(f"{where}.{key} is not a key of a search{did_you_mean(str(key), SPACE_KEYS)}; keys: "
+                              f"{', '.join(SPACE_KEYS)}")
+    base = declared or Space(layers="width" in entry)
+    changes: dict[str, Any] = {"on": True}
+    if "choices" in entry:
+        choices = entry["choices"]
+        if not isinstance(choices, list) or len(choices) < 2:
+            raise ConfigError(f"{where}.choices must list at least two values, got {choices!r}")
+        changes.update(choices=tuple(choices), low=None, high=None, layers=False)
+    for key in ("low", "high"):
+        if key in entry:
+            changes[key] = _number(entry[key], f"{where}.{key}")
+    if "log" in entry:
+        if not isinstance(entry["log"], bool):
+            raise ConfigError(f"{where}.log must be true or false, got {entry['log']!r}")
+        changes["log"] = entry["log"]
+    for key in ("width", "depth"):
+        if key in entry:
+            pair = entry[key]
+            if not (isinstance(pair, list) and len(pair) == 2 and all(isinstance(v, int) and not isinstance(v, bool)
+                                                                     for v in pair)):
+                raise ConfigError(f"{where}.{key} must be [FROM, TO] (integers), got {pair!r}")
+            if key == "width":
+                changes.update(low=pair[0], high=pair[1], layers=True)
+            else:
+                changes.update(depth=(pair[0], pair[1]), layers=True)
+    sp = dataclasses.replace(base, **changes)
+    if not sp.choices and (sp.low is None or sp.high is None):
+        raise ConfigError(f"{where}: nothing declares a search for this setting; give low and high (or choices)")
+    return sp
+
+
+def _number(value: Any, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConfigError(f"{where} must be a number, got {value!r} (write 1.0e-4, not 1e-4, for YAML to read a "
+                          "number)")
+    return value
+
+
+def _holds(sp: Space, values: Mapping[str, Any]) -> bool:
+    """Whether the part's settings meet the search's ``when`` conditions."""
+    return all(values.get(key) in allowed for key, allowed in sp.when)
+
+
+def _check(dim: Dimension, cls: type, values: Mapping[str, Any], field: dataclasses.Field[Any], where: str) -> None:
+    """ConfigError naming ``where`` when the search cannot be valid: its ends out of order, a log scale that reaches
+    zero, integer settings searched over fractions, or an end (each choice) that the setting's range or its part's
+    check refuses."""
+    sp = dim.space
+    if sp.layers:
+        width = (sp.low or 0, sp.high or 0)
+        if not (1 <= width[0] <= width[1]) or not (0 <= sp.depth[0] <= sp.depth[1]):
+            raise ConfigError(f"{where}: widths must satisfy 1 <= from <= to and depths 0 <= from <= to, got width "
+                              f"[{sp.low}, {sp.high}], depth {list(sp.depth)}")
+        ends: list[Any] = [[int(w)] * max(1, sp.depth[1]) for w in width]
+    elif sp.choices:
+        ends = list(sp.choices)
+    else:
+        low, high = sp.low, sp.high
+        if low is None or high is None or not low < high:
+            raise ConfigError(f"{where}: low must be below high, got low {low}, high {high}")
+        if sp.log and low <= 0:
+            raise ConfigError(f"{where}: a log-scale search needs low > 0, got low {low}; set log: false or raise low")
+        if dim.integer and (low != int(low) or high != int(high)):
+            raise ConfigError(f"{where}: {dim.key} is an integer setting; low and high must be integers, got "
+                              f"{low} and {high}")
+        ends = [int(low), int(high)] if dim.integer else [low, high]
+    for end in ends:
+        if not sp.layers and not sp.choices and not P.in_range(end, field):
+            raise ConfigError(f"{where}: the search reaches {end!r}, outside {dim.key}'s range "
+                              f"({P.range_text(field)}); keep low and high inside it")
+        try:
+            P.parse(cls, {**values, dim.key: end}, where)
+        except ConfigError as err:
+            raise ConfigError(f"{where}: the search reaches {dim.key} = {end!r}, which its settings refuse: {err}") \
+                from None
+
+
+def start_params(spec: TaskSpec, method: str, dims: list[Dimension]) -> dict[str, Any]:
+    """The study parameters of the task's own settings (the first trial); settings that cannot be written in their
+    space (``auto``) are left out, and that trial leaves them as the task has them."""
+    values = {part: P.as_dict(current) for part, _, current in _parts(spec, method)}
+    out: dict[str, Any] = {}
+    for dim in dims:
+        found = dim.start(values[dim.part].get(dim.key))
+        if found is not None:
+            out.update(found)
+    return out
+
