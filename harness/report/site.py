@@ -31,7 +31,7 @@ from urllib.parse import quote, unquote
 
 from harness.errors import ConfigError
 from harness.report import freshness as fr
-from harness.report import markdown, plot, tables
+from harness.report import markdown, plot, tables, tuning
 from harness.store.io import write_text_atomic
 from harness.store.schema import load_results
 
@@ -625,7 +625,9 @@ def draw_figures(rs: ResultSet, out: Path, ext: str, render: bool = True, home: 
             ("timing", timing_figure(rs), "Median train step and whole-test retrieval time per run, log scale."),
             ("ratio", ratio_figure(rs), "Train step and whole-test time of each run as a multiple of the run the "
                                         "timing table divides by, log scale; hatched beside ours: the paper's "
-                                        "ratio of the same methods, where the run used the task's own data.")]
+                                        "ratio of the same methods, where the run used the task's own data."),
+            ("tuning", tuning.figure(rs.results), "Tuning (harness tune): best validation value so far against the "
+                                                  "trial, one line per tuned run.")]
     made += [(f"sweep-{re.sub(r'[^A-Za-z0-9_.]+', '_', key)}", fig, f"Test {rs.select} against {key}: mean ± std "
               f"over seeds (the runs that vary {key} only).") for key, fig in sweep_figures(rs)]
     for name, fig, caption in made:
@@ -741,11 +743,13 @@ def page(rs: ResultSet, out: Path, fmt: str, figures: bool = True, render: bool 
     rs.figures = draw_figures(rs, out, "svg" if fmt == "html" else "png", render, home) if figures else []
     timing = timing_table(rs, *data["timing"])
     provenance = provenance_rows(rs, fmt == "html")
-    return {"set": rs, "summary": summary(rs), "accuracy": data["accuracy"], "timing": timing,
+    studies = tuning.rows(rs.results)
+    return {"set": rs, "summary": summary(rs), "accuracy": data["accuracy"], "timing": timing, "studies": studies,
             "provenance": provenance, "figures": rs.figures, "links": downloads(rs, out, fmt, data, home),
             "headline": headline(rs),
             "views": {"accuracy": table_view(*data["accuracy"][:2], "accuracy"),
                       "timing": table_view(*timing[:2], "timing"),
+                      "studies": table_view(*studies[:2], "studies"),
                       "provenance": table_view(*provenance, "provenance")}}
 
 
@@ -838,6 +842,8 @@ def build(folders: list[Path], out: Path, fmt: str = "html", figures: bool = Tru
             info["accuracy_md"] = tables._format(*accuracy, "md")
             info["timing_md"] = tables._format(*timing, "md")
             info["provenance_md"] = tables._format(*provenance, [], "md")
+            studies: tuple[list[str], list[list[str]], list[str]] = info["studies"]
+            info["studies_md"] = tables._format(*studies, "md") if studies[1] else ""
         path = out / f"{rs.slug}.{fmt}"
         write_text_atomic(path, env.get_template(f"task.{fmt}").render(**info, command=command_line))
         pages.append(info)

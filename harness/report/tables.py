@@ -76,8 +76,8 @@ def accuracy_rows(results: list[dict[str, Any]], reference: str | None = None,
                 ref_runs = groups[reference] if reference and name != reference else None
                 cells = [_accuracy_cell(runs, m, ref_runs) for m in names]
                 extra = _significance_cells(runs, ref_runs, names[tested]) if reference else []
-                rows.append([label, name + _skipped_note(runs, names[tested]) + collapse_flag(runs) + floor_flag(runs)
-                             + fit_flag(runs), str(len(runs)),
+                rows.append([label, name + tuned_flag(runs, results) + _skipped_note(runs, names[tested])
+                             + collapse_flag(runs) + floor_flag(runs) + fit_flag(runs), str(len(runs)),
                              *cells, *extra])
             for name, published in (published_runs.get("methods") or {}).items():
                 cells = [_published(published.get(m, _published_rsum(published, names, m))) for m in names]
@@ -175,6 +175,23 @@ def _p(p: float | None) -> str:
     return "–" if p is None else "<0.001" if p < 0.001 else f"{p:.3f}"
 
 
+def tuned_trials(result: dict[str, Any]) -> int | None:
+    """The trials counted in the study that chose a result's settings (``harness tune``); None for an untuned run."""
+    tuning = result.get("tuning")
+    return int(tuning["trials"]["counted"]) if tuning else None
+
+
+def tuned_flag(runs: list[dict[str, Any]], results: list[dict[str, Any]]) -> str:
+    """' [tuned N]' for a run whose settings a study of N trials chose (``harness tune``), ' [tuned N < M]' when
+    another row of the same table was tuned with more (M) trials; else ''."""
+    counted = [n for n in (tuned_trials(r) for r in runs) if n is not None]
+    if not counted:
+        return ""
+    most = max(n for n in (tuned_trials(r) for r in results) if n is not None)
+    least = min(counted)
+    return f" [tuned {least} < {most}]" if least < most else f" [tuned {least}]"
+
+
 def fit_flag(runs: list[dict[str, Any]]) -> str:
     """' [settings warned]' when a seed's result file records settings that do not fit its data
     (:func:`harness.run.preflight.fit_warnings`); else ''."""
@@ -219,6 +236,16 @@ def accuracy_footnote(results: list[dict[str, Any]], reference: str | None, test
     if any(r.get("best_epoch") == 0 and r.get("training") == "gradient" for r in results):
         lines.append("[epoch 0 j/n]: in j of the n seeds no epoch of training beat the untrained model on validation, "
                      "so the row reports the untrained model (train.select_untrained).")
+    tuned = [r for r in results if r.get("tuning")]
+    if tuned:
+        counts = sorted({tuned_trials(r) for r in tuned if tuned_trials(r) is not None})
+        metric = tuned[0]["tuning"].get("metric", "the selection metric")
+        uneven = (" Rows marked [tuned N < M] got fewer trials than the most tuned row (a wall-clock budget, "
+                  "--seconds-per-method, ran out first): their comparison is not at equal budget."
+                  if len(counts) > 1 else "")
+        lines.append(f"[tuned N]: the row's settings were chosen by `harness tune`, N trials of Optuna's TPE on the "
+                     f"validation split's {metric} (the first trial: the task's own settings); rows without the mark "
+                     f"use the task's settings. The result files' `tuning` entry holds the study.{uneven}")
     if any(r.get("warnings") for r in results):
         lines.append("[settings warned]: the run's settings do not fit its data (a batch or SwAMP queue at least as "
                      "large as the training set, a k of R@k that reaches the number of items a query ranks); the "

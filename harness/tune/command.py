@@ -21,6 +21,7 @@ from harness.config import spec as specs
 from harness.config.plan import Run
 from harness.errors import ConfigError, RunError
 from harness.run import grid, runner
+from harness.tune import space
 from harness.tune import study as studies
 from harness.tune.space import tune_block
 
@@ -49,8 +50,11 @@ def setup(args: argparse.Namespace) -> list[studies.Study]:
     found = [studies.Study(task=str(args.task), method=name, overrides=tuple(overrides), added=added,
                            epochs=args.epochs, seed=seed, trials=trials, seconds=args.seconds_per_method,
                            folder=folder, storage=storage) for name in names]
-    for s in found:
-        s.dims()  # refuses a search that cannot be valid, naming its key
+    warned: list[str] = []
+    for s in found:  # refuses a search that cannot be valid, naming its key
+        space.dimensions(s.spec(), s.method, warned)
+    for line in dict.fromkeys(warned):
+        print(f"warning: {line}", file=sys.stderr)
     return found
 
 

@@ -108,8 +108,9 @@ def _is_integer(hint: Any) -> bool:
     return int in args and float not in args
 
 
-def dimensions(spec: TaskSpec, method: str) -> list[Dimension]:
-    """The method's search space: the declared searches, with the task's ``tune.space`` entries applied; checked."""
+def dimensions(spec: TaskSpec, method: str, warnings: list[str] | None = None) -> list[Dimension]:
+    """The method's search space: the declared searches, with the task's ``tune.space`` entries applied; checked
+    (searches valid only in part add a line to ``warnings``)."""
     block = tune_block(spec)
     entries = dict(block.get("space") or {})
     found: list[Dimension] = []
@@ -128,7 +129,9 @@ def dimensions(spec: TaskSpec, method: str) -> list[Dimension]:
             if sp is None or not sp.on or not _holds(sp, values):
                 continue
             dim = Dimension(part, key, sp, _is_integer(hints[field.name]))
-            _check(dim, cls, values, field, where)
+            warned = _check(dim, cls, values, field, where)
+            if warned is not None and warnings is not None:
+                warnings.append(warned)
             found.append(dim)
     others = [k for k in entries if not _names_other_method(k, spec, method)]
     if others:
@@ -230,10 +233,12 @@ def _holds(sp: Space, values: Mapping[str, Any]) -> bool:
     return all(values.get(key) in allowed for key, allowed in sp.when)
 
 
-def _check(dim: Dimension, cls: type, values: Mapping[str, Any], field: dataclasses.Field[Any], where: str) -> None:
+def _check(dim: Dimension, cls: type, values: Mapping[str, Any], field: dataclasses.Field[Any],
+           where: str) -> str | None:
     """ConfigError naming ``where`` when the search cannot be valid: its ends out of order, a log scale that reaches
-    zero, integer settings searched over fractions, or an end (each choice) that the setting's range or its part's
-    check refuses."""
+    zero, integer settings searched over fractions, an end outside the setting's declared range, both ends (any
+    choice) refused by its part's check. One end refused there (e.g. K not below this task's queue) is a warning,
+    returned: values of the rest of the range are valid."""
     sp = dim.space
     if sp.layers:
         width = (sp.low or 0, sp.high or 0)
@@ -253,6 +258,7 @@ def _check(dim: Dimension, cls: type, values: Mapping[str, Any], field: dataclas
             raise ConfigError(f"{where}: {dim.key} is an integer setting; low and high must be integers, got "
                               f"{low} and {high}")
         ends = [int(low), int(high)] if dim.integer else [low, high]
+    refused = []
     for end in ends:
         if not sp.layers and not sp.choices and not P.in_range(end, field):
             raise ConfigError(f"{where}: the search reaches {end!r}, outside {dim.key}'s range "
@@ -260,8 +266,15 @@ def _check(dim: Dimension, cls: type, values: Mapping[str, Any], field: dataclas
         try:
             P.parse(cls, {**values, dim.key: end}, where)
         except ConfigError as err:
-            raise ConfigError(f"{where}: the search reaches {dim.key} = {end!r}, which its settings refuse: {err}") \
-                from None
+            refused.append((end, str(err).replace(f"{where}: ", "")))
+    if refused and (len(refused) == len(ends) or sp.choices):
+        end, why = refused[0]
+        raise ConfigError(f"{where}: the search reaches {dim.key} = {end!r}, which its settings refuse: {why}")
+    if refused:
+        end, why = refused[0]
+        return (f"{where}: {dim.key} = {end!r} is refused by the method's other settings ({why}); trials that draw "
+                "such values count as failed: narrow the search")
+    return None
 
 
 def start_params(spec: TaskSpec, method: str, dims: list[Dimension]) -> dict[str, Any]:

@@ -1,0 +1,343 @@
+"""``harness tune``: search spaces read from the settings' declarations and the task's ``tune:`` block, refusals
+before any trial, equal trials per method, pruning, the test split never read during a study, resume after SIGKILL
+with no trial lost or doubled, parallel workers sharing one study, and the tables and site marking tuned rows."""
+from __future__ import annotations
+
+import json
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import optuna
+import pytest
+from optuna.trial import TrialState
+
+from harness import cli
+from harness.config import spec as specs
+from harness.data import paired
+from harness.errors import ConfigError
+from harness.report import tables
+from harness.report import tuning as tuning_report
+from harness.store.schema import load_results
+from harness.tune import command, space
+from harness.tune import study as studies
+from tests.conftest import ROOT, TINY, write_task
+
+TUNE = {"space": {"swamp.K": {"low": 8, "high": 32}}}  # the tiny task's queue (64) must exceed K
+
+
+def tiny(tmp_path: Path, **extra: object) -> Path:
+    return write_task(tmp_path, {**TINY, "tune": TUNE, **extra})
+
+
+def dims(path: Path, method: str) -> dict[str, space.Dimension]:
+    return {d.name: d for d in space.dimensions(specs.load_task(path), method)}
+
+
+# --- search spaces ---------------------------------------------------------------------------------------------
+
+def test_search_spaces_are_read_from_the_declarations():
+    found = dims(ROOT / "tasks" / "synthetic.yaml", "swamp")
+    assert found["tau"].space.low == 0.005 and found["tau"].space.high == 0.5 and found["tau"].space.log
+    assert found["K"].integer and not found["tau"].integer
+    assert found["train.lr"].space.log and found["train.weight_decay"].space.low == 0.0
+    assert found["encoders.a.hidden"].space.layers and found["encoders.a.hidden"].params() == [
+        "encoders.a.hidden.width", "encoders.a.hidden.depth"]
+    assert "train.epochs" not in found  # declared with on=False
+    assert "margin" in found and "temperature" not in found  # the hinge's margin; the temperature is InfoNCE's
+    infonce = dims(ROOT / "tasks" / "wikipedia.yaml", "contrastive_infonce")
+    assert "temperature" in infonce and "margin" not in infonce
+    cca = dims(ROOT / "tasks" / "wikipedia.yaml", "cca")
+    assert cca["dim"].integer and cca["reg"].space.log  # closed form: tuned like any other setting
+
+
+def test_a_task_block_narrows_switches_on_and_off(tmp_path):
+    path = write_task(tmp_path, {**TINY, "tune": {"space": {
+        "swamp.tau": {"low": 0.05, "high": 0.2}, "train.epochs": True, "swamp.eta": False,
+        "encoders.a.hidden": {"width": [8, 16], "depth": [1, 2]}, "swamp.train.lr": {"low": 0.001, "high": 0.01},
+        "swamp.K": {"low": 8, "high": 32}}}})
+    found = dims(path, "swamp")
+    assert (found["tau"].space.low, found["tau"].space.high, found["tau"].space.log) == (0.05, 0.2, True)
+    assert "train.epochs" in found and "eta" not in found
+    assert found["encoders.a.hidden"].space.depth == (1, 2) and found["encoders.a.hidden"].space.high == 16
+    assert found["train.lr"].space.low == 0.001
+    assert dims(path, "contrastive")["train.lr"].space.low == 1e-4  # swamp.train.lr is swamp's alone
+
+
+def test_the_first_trial_holds_the_tasks_own_settings(tmp_path):
+    spec = specs.load_task(tiny(tmp_path))
+    start = space.start_params(spec, "swamp", space.dimensions(spec, "swamp"))
+    assert start["tau"] == 0.1 and start["K"] == 16 and start["train.lr"] == 0.001
+    assert start["encoders.a.hidden.width"] == 50 and start["encoders.a.hidden.depth"] == 2
+
+
+@pytest.mark.parametrize("entry, words", [
+    ({"swamp.K": {"low": 100, "high": 200}}, "the search reaches K = 100, which its settings refuse: queue (64) must"),
+    ({"swamp.tau": {"low": 0.5, "high": 0.1}}, "tune.space.swamp.tau: low must be below high"),
+    ({"swamp.tau": {"low": 0.0, "high": 0.1}}, "a log-scale search needs low > 0"),
+    ({"train.lr": {"low": -1.0, "high": -0.1, "log": False}}, "which its settings refuse: lr must be > 0"),
+    ({"swamp.K": {"low": 1.5, "high": 8}}, "K is an integer setting"),
+    ({"swamp.tua": {"low": 0.1, "high": 0.2}}, "did you mean 'swamp.tau'"),
+    ({"swamp.hard": True}, "nothing declares a search for this setting"),
+    ({"swamp.tau": {"lo": 0.1}}, "tune.space.swamp.tau.lo is not a key of a search"),
+    ({"encoders.a.hidden": {"width": [0, 8]}}, "widths must satisfy 1 <= from"),
+])
+def test_a_search_that_cannot_be_valid_is_refused_naming_its_key(tmp_path, entry, words):
+    path = write_task(tmp_path, {**TINY, "tune": {"space": entry}})
+    with pytest.raises(ConfigError, match=re.escape(words)):
+        space.dimensions(specs.load_task(path), "swamp")
+
+
+def test_a_search_valid_in_part_is_a_warning(tmp_path):
+    warned: list[str] = []
+    found = space.dimensions(specs.load_task(write_task(tmp_path, TINY)), "swamp", warned)  # K: 16-1024, queue 64
+    assert "K" in [d.name for d in found]
+    assert warned == [f"{tmp_path / 'tiny.yaml'}: tune.space.swamp.K: K = 1024 is refused by the method's other "
+                      "settings (queue (64) must exceed K (1024) so the uniform class marginal is meaningful (paper "
+                      "Sec. 3); raise queue, lower K, or set strict_queue: false for the queue ablation); trials that "
+                      "draw such values count as failed: narrow the search"]
+
+
+def test_a_range_outside_the_settings_declared_range_is_refused(tmp_path):
+    body = {**TINY, "tune": {"space": {"doodle.margin": {"low": 0.0, "high": 1.0, "log": False}}},
+            "methods": {**TINY["methods"], "doodle": {"method": "doodle2search"}}}
+    path = write_task(tmp_path, body)
+    with pytest.raises(ConfigError, match=r"tune\.space\.doodle\.margin: the search reaches 0\.0, outside margin's "
+                                          r"range \(> 0\)"):
+        space.dimensions(specs.load_task(path), "doodle")
+
+
+def test_bad_budgets_are_refused_before_any_trial(tmp_path, capsys):
+    path = tiny(tmp_path)
+    out = tmp_path / "out"
+    assert cli.main(["tune", str(path), "--methods", "contrastive", "--trials", "0", "--out", str(out)]) == 2
+    assert "--trials must be >= 1" in capsys.readouterr().err
+    assert cli.main(["tune", str(path), "--methods", "contrastive", "--seconds-per-method", "0", "--out",
+                     str(out)]) == 2
+    assert not out.exists()  # nothing written
+    bad = write_task(tmp_path, {**TINY, "tune": {"space": {"swamp.tau": {"low": 1.0, "high": 0.1}}}}, "bad.yaml")
+    assert cli.main(["tune", str(bad), "--methods", "contrastive,swamp", "--out", str(out)]) == 2
+    assert "bad.yaml: tune.space.swamp.tau: low must be below high" in capsys.readouterr().err
+    assert not out.exists()
+
+
+# --- a whole study, then the tuned runs -------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def tuned(tmp_path_factory):
+    """A real two-method tune of the tiny task, the test split's readers counted by phase."""
+    folder = tmp_path_factory.mktemp("tune")
+    path = tiny(folder)
+    out = folder / "out"
+    reads = {"load": 0, "study": 0, "final": 0}  # loading checks every split; trials must not touch the test one
+    phase = {"now": "load"}
+    original_get, original_final, original_work = paired.PairedData.__getitem__, command.final_runs, studies.work
+
+    def counting(self, name):
+        if name == "test":
+            reads[phase["now"]] += 1
+        return original_get(self, name)
+
+    def final(*args, **kwargs):
+        phase["now"] = "final"
+        return original_final(*args, **kwargs)
+
+    def work(*args, **kwargs):
+        phase["now"] = "study"
+        try:
+            return original_work(*args, **kwargs)
+        finally:
+            phase["now"] = "load"
+
+    mp = pytest.MonkeyPatch()
+    mp.setattr(paired.PairedData, "__getitem__", counting)
+    mp.setattr(command, "final_runs", final)
+    mp.setattr(studies, "work", work)
+    try:
+        code = cli.main(["tune", str(path), "--methods", "contrastive,swamp", "--trials", "5", "--seeds", "0,1",
+                         "--out", str(out), "--no-progress"])
+    finally:
+        mp.undo()
+    return SimpleNamespace(code=code, out=out, path=path, reads=reads,
+                           results=load_results(out / "tiny"))
+
+
+def test_every_method_gets_the_same_number_of_trials(tuned):
+    assert tuned.code == 0
+    for name in ("contrastive", "swamp"):
+        records = [r for r in tuned.results if r["method"] == name]
+        assert len(records) == 2 and {r["run_name"] for r in records} == {f"{name}@tuned"}
+        t = records[0]["tuning"]
+        assert t["trials"]["counted"] == 5 == t["budget"]["trials"]
+        assert t["trials"]["complete"] + t["trials"]["pruned"] + t["trials"]["failed"] == 5
+        assert len(t["values"]) == 5 and t["split"] == "val" and t["metric"] == "a2b/R@1"
+        assert t["storage"].startswith("sqlite:///") and t["study"].startswith(f"tiny.{name}.")
+
+
+def test_the_test_split_is_never_read_during_a_study(tuned):
+    assert tuned.reads["study"] == 0
+    assert tuned.reads["final"] > 0  # the tuned runs are tested
+    view = studies.without_test(paired.PairedData(splits={"train": None, "val": None, "test": None}))  # type: ignore
+    with pytest.raises(ConfigError, match="dataset has no split 'test'"):
+        view["test"]
+
+
+def test_the_tuned_runs_train_the_best_trials_settings_and_beat_the_start(tuned):
+    for r in tuned.results:
+        t = r["tuning"]
+        assert t["best_value"] >= t["start_value"]  # the task's own settings are the first trial
+        for key, value in t["best"].items():
+            recorded = {**{f"train.{k}": v for k, v in r["config"]["train"].items()}, **r["config"]["method"],
+                        **{f"encoders.{m}.{k}": v for m in "ab" for k, v in r["config"]["encoders"][m].items()}}
+            assert recorded[key] == value, key
+        assert r["seed"] != 0 or r["val_at_best"][t["metric"]] == pytest.approx(t["best_value"])
+
+
+def test_a_second_run_of_the_command_resumes_and_adds_nothing(tuned, capsys):
+    before = {r["_path"]: r["wall_s"] for r in tuned.results}
+    assert cli.main(["tune", str(tuned.path), "--methods", "contrastive,swamp", "--trials", "5", "--seeds", "0,1",
+                     "--out", str(tuned.out), "--no-progress"]) == 0
+    after = {r["_path"]: r["wall_s"] for r in load_results(tuned.out / "tiny")}
+    assert after == before  # the finished tuned runs are kept
+    assert "5 (" in capsys.readouterr().out  # still five trials each
+
+
+def test_tables_mark_tuned_rows_and_an_unequal_budget(tuned):
+    header, rows = tables.accuracy_rows(tuned.results)
+    names = [row[1] for row in rows if row[1].endswith("]")]
+    assert "contrastive@tuned [tuned 5]" in names and "swamp@tuned [tuned 5]" in names
+    assert any(line.startswith("[tuned N]") for line in tables.accuracy_footnote(tuned.results, None))
+    fewer = json.loads(json.dumps(tuned.results))
+    for r in fewer:
+        if r["method"] == "swamp":
+            r["tuning"]["trials"]["counted"] = 3
+    names = [row[1] for row in tables.accuracy_rows(fewer)[1]]
+    assert "swamp@tuned [tuned 3 < 5]" in names
+    assert any("[tuned N < M]" in line for line in tables.accuracy_footnote(fewer, None))
+
+
+def test_the_site_page_shows_each_study(tuned, tmp_path):
+    header, rows, notes = tuning_report.rows(tuned.results)
+    assert [r[0] for r in rows] == ["contrastive@tuned", "swamp@tuned"]
+    assert rows[0][1].startswith("5 of 5 (")
+    assert tuning_report.figure(tuned.results) is not None
+    assert cli.main(["report", str(tuned.out), "--out", str(tmp_path / "site"), "--no-progress"]) == 0
+    page = (tmp_path / "site" / "tiny.html").read_text()
+    assert "Tuning studies" in page and "tuning.svg" in page and "most important settings" in page
+
+
+# --- pruning, refusals ------------------------------------------------------------------------------------------
+
+def test_the_pruner_stops_trials_that_trail_the_median(tmp_path, monkeypatch):
+    """The pruner sees each epoch's best value so far: a trial whose values trail the completed trials' median at
+    the same epoch is stopped there and counted. (Training is replaced here by a known curve: the value rises with
+    train.lr, so that which trials trail is known.)"""
+    path = tiny(tmp_path)
+    s = studies.Study(task=str(path), method="contrastive", overrides=(), added=(), epochs=6, seed=0, trials=12,
+                      seconds=None, folder=tmp_path / "_tune", storage=studies.default_storage(tmp_path / "_tune"))
+    epochs_seen = []
+
+    def train(run, data, opts, on_epoch):
+        lr = run.spec.methods["contrastive"].train.lr
+        history = []
+        for epoch in range(1, 7):
+            record = {"epoch": epoch, "val/a2b/R@1": 1000 * lr * epoch}
+            history.append(record)
+            epochs_seen.append(epoch)
+            on_epoch(record)
+        fit = SimpleNamespace(best_epoch=6, history=history)
+        return SimpleNamespace(fit=fit, val_at_best={"a2b/R@1": history[-1]["val/a2b/R@1"]})
+
+    monkeypatch.setattr(studies.runner, "train", train)
+    opts = SimpleNamespace(out=tmp_path / "trials")
+    opened = studies.work(s, paired.PairedData(splits={}), opts)  # type: ignore[arg-type]
+    have = studies.counts(opened)
+    assert have["counted"] == 12 and have["pruned"] >= 1
+    for t in opened.get_trials(states=(TrialState.PRUNED,)):
+        assert max(t.intermediate_values) < 6  # stopped before its last epoch
+
+
+def test_settings_the_method_refuses_count_as_failed_trials(tmp_path):
+    """K from 8 to 128 beside a queue of 64: the values from 64 up are refused, each such trial counted as failed
+    with the reason (two are queued here so that the test does not depend on the sampler)."""
+    path = write_task(tmp_path, {**TINY, "tune": {"space": {"swamp.K": {"low": 8, "high": 128}}}})
+    s = studies.Study(task=str(path), method="swamp", overrides=(), added=(), epochs=None, seed=0, trials=3,
+                      seconds=None, folder=tmp_path / "_tune", storage=studies.default_storage(tmp_path / "_tune"))
+    opened = studies.open_study(s)
+    start = opened.get_trials()[0].system_attrs["fixed_params"]
+    for k in (100, 120):
+        opened.enqueue_trial({**start, "K": k})
+    data = studies.runner.load_data(s.spec())
+    opts = studies.runner.RunOptions(device=studies.runner.torch.device("cpu"), out=tmp_path / "trials",
+                                     progress=False)
+    opened = studies.work(s, data, opts)
+    have = studies.counts(opened)
+    assert (have["counted"], have["complete"], have["failed"]) == (3, 1, 2)
+    reasons = [t.user_attrs["failed"] for t in opened.get_trials(states=(TrialState.FAIL,))]
+    assert all(r.startswith("settings refused: ") and "queue (64) must exceed K" in r for r in reasons)
+    assert studies.record(s, opened, s.dims())["trials"]["failed"] == 2
+
+
+# --- interruption, parallel workers -----------------------------------------------------------------------------
+
+def _study(out: Path, path: Path, method: str, trials: int, epochs: int | None = None) -> optuna.Study:
+    spec = specs.load_task(path)
+    s = studies.Study(task=str(path), method=method, overrides=(), added=(), epochs=epochs, seed=0, trials=trials,
+                      seconds=None, folder=out / spec.name / "_tune",
+                      storage=studies.default_storage(out / spec.name / "_tune"))
+    return optuna.load_study(study_name=s.name, storage=studies.storage_of(s.storage))
+
+
+@pytest.mark.slow
+def test_a_study_killed_with_sigkill_resumes_with_no_trial_lost_or_doubled(tmp_path):
+    path = tiny(tmp_path)
+    out = tmp_path / "out"
+    words = [sys.executable, "-m", "harness", "tune", str(path), "--methods", "contrastive", "--trials", "6",
+             "--epochs", "40", "--out", str(out), "--no-progress", "--no-final"]
+    killed = subprocess.Popen(words, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    db = out / "tiny" / "_tune" / "studies.db"
+    deadline = time.time() + 300
+    victim = None
+    while time.time() < deadline and victim is None:
+        time.sleep(0.2)
+        if not db.exists():
+            continue
+        try:
+            trials = _study(out, path, "contrastive", 6, 40).get_trials()
+        except (KeyError, optuna.exceptions.StorageInternalError, ValueError):
+            continue
+        done = [t for t in trials if t.state.is_finished()]
+        running = [t for t in trials if t.state == TrialState.RUNNING]
+        if len(done) >= 2 and running:
+            victim = running[0]
+    assert victim is not None, "the study never reached a running third trial"
+    killed.send_signal(signal.SIGKILL)
+    killed.wait()
+    subprocess.run(words, cwd=ROOT, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    trials = _study(out, path, "contrastive", 6, 40).get_trials()
+    counted = [t for t in trials if t.state in (TrialState.COMPLETE, TrialState.PRUNED)
+               or (t.state == TrialState.FAIL and "failed" in t.user_attrs)]
+    assert len(counted) == 6
+    interrupted = [t for t in trials if t.state == TrialState.FAIL and "failed" not in t.user_attrs]
+    assert [t.number for t in interrupted] == [victim.number]
+    retry = [t for t in trials if t.user_attrs.get("retry_of") == victim.number]
+    assert len(retry) == 1 and retry[0].params == victim.params and retry[0].state.is_finished()
+    assert not any(t.state == TrialState.RUNNING for t in trials)
+
+
+@pytest.mark.slow
+def test_local_workers_share_one_study_and_keep_the_budget_exact(tmp_path, capsys):
+    path = tiny(tmp_path)
+    out = tmp_path / "out"
+    assert cli.main(["tune", str(path), "--methods", "contrastive,cca", "--trials", "7", "--launcher", "local",
+                     "--jobs", "2", "--out", str(out), "--no-progress"]) == 0
+    assert "tuning with 2 worker processes" in capsys.readouterr().out
+    for method in ("contrastive", "cca"):
+        have = studies.counts(_study(out, path, method, 7))
+        assert have["counted"] == 7 and have["running"] == 0
+    pids = {t.user_attrs["pid"] for t in _study(out, path, "contrastive", 7).get_trials()}
+    assert len(pids) == 2  # both workers ran trials
