@@ -238,7 +238,7 @@ def accuracy_footnote(results: list[dict[str, Any]], reference: str | None, test
                      "so the row reports the untrained model (train.select_untrained).")
     tuned = [r for r in results if r.get("tuning")]
     if tuned:
-        counts = sorted({tuned_trials(r) for r in tuned if tuned_trials(r) is not None})
+        counts = {int(r["tuning"]["trials"]["counted"]) for r in tuned}
         metric = tuned[0]["tuning"].get("metric", "the selection metric")
         uneven = (" Rows marked [tuned N < M] got fewer trials than the most tuned row (a wall-clock budget, "
                   "--seconds-per-method, ran out first): their comparison is not at equal budget."
