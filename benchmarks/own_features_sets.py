@@ -9,10 +9,15 @@
 * ``wikipedia``: weak hand-made features in two spaces. The Wikipedia image-text set as ``tasks/wikipedia.yaml``
   splits it (128-d SIFT histograms against 10-d LDA topic proportions, 2,000 / 173 / 693 pairs, 10 classes as
   labels), raw (not standardised).
+* ``quickdraw_halves``: the split-image two-view benchmark of deep CCA on QuickDraw doodles: the left 14 columns
+  of each 28 x 28 bitmap (392 values, scaled to [0, 1]) against the right 14, 500 drawings of each of the 6
+  classes (the first 500 of each ``<class>.npy``), split 2,100 / 450 / 450 by a seeded permutation, the classes as
+  labels.
 
-``python -m benchmarks.own_features_sets --flickr30k DIR --wikipedia DIR --out DIR`` writes
-``DIR/flickr_captions/`` and ``DIR/wikipedia/`` (each ``{train,val,test}_{a,b}.npy`` and, for Wikipedia,
-``*_labels.npy``). Nothing is downloaded: the two folders are the captions and features the user has.
+``python -m benchmarks.own_features_sets --flickr30k DIR --wikipedia DIR --quickdraw DIR --out DIR`` writes
+``DIR/flickr_captions/``, ``DIR/wikipedia/`` and ``DIR/quickdraw_halves/`` (each ``{train,val,test}_{a,b}.npy``
+and, with classes, ``*_labels.npy``). Nothing is downloaded: the folders are the captions, features and drawings
+the user has.
 """
 from __future__ import annotations
 
@@ -85,16 +90,45 @@ def wikipedia(folder: Path, out: Path) -> None:
         np.save(out / f"{name}_labels.npy", split.labels_a.numpy())
 
 
+QUICKDRAW_SPLIT = (2100, 450, 450)
+
+
+def quickdraw_halves(folder: Path, out: Path, per_class: int = 500, seed: int = 0) -> None:
+    """``out/{split}_{a,b,labels}.npy``: left against right halves of QuickDraw bitmaps, classes as labels."""
+    files = sorted(folder.glob("*.npy"))
+    if not files:
+        raise SystemExit(f"{folder}: no <class>.npy files (uint8 N x 1 x 784 bitmaps) found")
+    images, labels = [], []
+    for label, path in enumerate(files):
+        bitmaps = np.load(path)[:per_class].reshape(-1, 28, 28).astype(np.float32) / 255.0
+        images.append(bitmaps)
+        labels.append(np.full(len(bitmaps), label, dtype=np.int64))
+    x, y = np.concatenate(images), np.concatenate(labels)
+    a, b = x[:, :, :14].reshape(len(x), -1), x[:, :, 14:].reshape(len(x), -1)
+    order = np.random.default_rng(seed).permutation(len(x))
+    out.mkdir(parents=True, exist_ok=True)
+    start = 0
+    for name, size in zip(("train", "val", "test"), QUICKDRAW_SPLIT):
+        rows = order[start:start + size]
+        start += size
+        np.save(out / f"{name}_a.npy", a[rows])
+        np.save(out / f"{name}_b.npy", b[rows])
+        np.save(out / f"{name}_labels.npy", y[rows])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--flickr30k", type=Path, help="folder with test_caps.txt and dev_caps.txt (f30k_precomp)")
     parser.add_argument("--wikipedia", type=Path, help="folder with raw_features.mat and the *_txt_img_cat.list files")
+    parser.add_argument("--quickdraw", type=Path, help="folder with <class>.npy QuickDraw bitmaps (uint8 N x 1 x 784)")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
     if args.flickr30k:
         flickr_captions(args.flickr30k, args.out / "flickr_captions")
     if args.wikipedia:
         wikipedia(args.wikipedia, args.out / "wikipedia")
+    if args.quickdraw:
+        quickdraw_halves(args.quickdraw, args.out / "quickdraw_halves")
 
 
 if __name__ == "__main__":

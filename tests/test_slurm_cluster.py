@@ -293,3 +293,26 @@ def test_without_accounting_wait_ends_and_status_says_so(cluster, task, tmp_path
             cluster.sh("scancel", blocker, check=False)
     finally:
         cluster.configure()
+
+
+def test_tune_workers_in_slurm_jobs_share_the_studies_and_keep_the_budget_exact(cluster, task, tmp_path):
+    import optuna
+
+    from harness.tune import study as studies
+
+    done = cluster.harness("tune", str(task), "--methods", "contrastive,cca", "--trials", "5", "--jobs", "2",
+                           "--seeds", "0", "--epochs", "3", "--launcher", "slurm", "--slurm", "timeout_min=10",
+                           "--threads", "1", "--device", "cpu", "--no-progress", "--out", str(tmp_path))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "submitted 2 SLURM job(s) of tuning workers" in done.stdout, done.stdout
+    folder = tmp_path / "tiny" / "_tune"
+    pids = set()
+    for method in ("contrastive", "cca"):
+        s = studies.Study(task=str(task), method=method, overrides=(), added=(), epochs=3, seed=0, trials=5,
+                          seconds=None, folder=folder, storage=studies.default_storage(folder))
+        opened = optuna.load_study(study_name=s.name, storage=studies.storage_of(s.storage))
+        assert studies.counts(opened)["counted"] == 5 and studies.counts(opened)["running"] == 0
+        pids |= {t.user_attrs["pid"] for t in opened.get_trials()}
+        tuned = json.loads((tmp_path / "tiny" / f"{method}@tuned" / "seed0.json").read_text())
+        assert tuned["tuning"]["trials"]["counted"] == 5
+    assert len(pids) >= 2  # trials ran in both jobs

@@ -258,7 +258,20 @@ def test_the_pruner_stops_trials_that_trail_the_median(tmp_path, monkeypatch):
     have = studies.counts(opened)
     assert have["counted"] == 12 and have["pruned"] >= 1
     for t in opened.get_trials(states=(TrialState.PRUNED,)):
-        assert max(t.intermediate_values) < 6  # stopped before its last epoch
+        assert max(t.intermediate_values) < 6  # stopped before its last epoch, which is never pruned
+
+
+def test_a_closed_form_fit_is_never_pruned(tmp_path):
+    """CCA's one 'epoch' is its whole fit: a trial that reports it has finished, so it completes; were it pruned,
+    its value could never be the best."""
+    path = tiny(tmp_path)
+    s = studies.Study(task=str(path), method="cca", overrides=(), added=(), epochs=None, seed=0, trials=10,
+                      seconds=None, folder=tmp_path / "_tune", storage=studies.default_storage(tmp_path / "_tune"))
+    data = studies.runner.load_data(s.spec())
+    opts = studies.runner.RunOptions(device=studies.runner.torch.device("cpu"), out=tmp_path / "trials",
+                                     progress=False)
+    have = studies.counts(studies.work(s, data, opts))
+    assert (have["counted"], have["complete"], have["pruned"]) == (10, 10, 0)
 
 
 def test_settings_the_method_refuses_count_as_failed_trials(tmp_path):

@@ -20,6 +20,7 @@ import contextlib
 import dataclasses
 import fcntl
 import hashlib
+import io
 import json
 import os
 import socket
@@ -36,6 +37,7 @@ from optuna.trial import TrialState
 
 from harness.config import spec as specs
 from harness.config.plan import Run
+from harness.config.registry import METHODS
 from harness.config.spec import TaskSpec
 from harness.data.paired import PairedData
 from harness.errors import ConfigError, RunError
@@ -246,8 +248,11 @@ def run_trial(study: Study, opened: optuna.Study, trial: optuna.Trial, dims: lis
         trial.set_user_attr("failed", f"settings refused: {err}")
         opened.tell(trial, state=TrialState.FAIL)
         return
-    select = spec.methods[study.method].train.select
+    m = spec.methods[study.method]
+    select = m.train.select
     lower = select.endswith(("MedR", "MeanR"))
+    # the last epoch (a closed-form fit's only one) ends the trial anyway: it is reported, never pruned
+    last = m.train.epochs if METHODS.get(m.method, study.method).trains_by_gradient else 1
     tag = hashlib.sha1(json.dumps(values, sort_keys=True).encode()).hexdigest()[:12]
     run = Run(spec, study.method, f"{study.method}@trial-{tag}", values, study.seed)
     best: list[float] = []
@@ -256,12 +261,13 @@ def run_trial(study: Study, opened: optuna.Study, trial: optuna.Trial, dims: lis
         value = float(record[f"val/{select}"])
         best.append(value if not best else (min if lower else max)(best[-1], value))
         trial.report(best[-1], int(record["epoch"]))
-        if trial.should_prune():
+        if int(record["epoch"]) < last and trial.should_prune():
             raise optuna.TrialPruned()
 
     checkpoint = resume_path(result_path(opts.out, spec.name, run.run_name, run.seed))
+    printed = io.StringIO()  # a trial's warnings (collapse, ...) go into the study, not onto the console
     try:
-        with _Heartbeat(trial):
+        with _Heartbeat(trial), contextlib.redirect_stdout(printed):
             trained = runner.train(run, data, opts, on_epoch=report)
     except optuna.TrialPruned:
         checkpoint.unlink(missing_ok=True)
@@ -273,6 +279,8 @@ def run_trial(study: Study, opened: optuna.Study, trial: optuna.Trial, dims: lis
         opened.tell(trial, state=TrialState.FAIL)
         return
     checkpoint.unlink(missing_ok=True)
+    if printed.getvalue().strip():
+        trial.set_user_attr("printed", printed.getvalue().strip()[-2000:])
     if trained is None:  # not rank 0 under torchrun (tune runs one process per trial)
         raise ConfigError("harness tune runs each trial in one process; start it without torchrun")
     trial.set_user_attr("best_epoch", trained.fit.best_epoch)
