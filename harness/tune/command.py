@@ -164,30 +164,30 @@ def worker_argv(args: argparse.Namespace, threads: int | None) -> list[str]:
 
 
 def launch_workers(args: argparse.Namespace, found: list[studies.Study]) -> None:
-    """``--jobs`` workers sharing the studies: processes of this machine, or SLURM jobs; wait for all."""
+    """``--jobs`` workers sharing the studies: processes of this machine, or one SLURM job array; wait for all,
+    showing the trials counted so far."""
     jobs = args.jobs or 2
     if jobs < 1:
         raise ConfigError(f"--jobs must be >= 1, got {jobs}")
-    for s in found:
-        studies.open_study(s)  # created once, before the workers race to create it
+    opened = [studies.open_study(s) for s in found]  # created once, before the workers race to create them
+    logs = found[0].folder / "workers"
+    logs.mkdir(parents=True, exist_ok=True)
     if args.launcher == "local":
         from harness.run.launcher import default_threads
 
         threads = args.threads or default_threads(jobs)
         argv = worker_argv(args, threads)
         print(f"tuning with {jobs} worker processes ({threads} threads each): python {shlex.join(argv)}")
-        started = time.perf_counter()
-        procs = [subprocess.Popen([sys.executable, *argv], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                  text=True) for _ in range(jobs)]
-        failed = []
-        for proc in procs:
-            _, err = proc.communicate()
-            if proc.returncode != 0:
-                lines = [ln for ln in err.splitlines() if ln.strip()]
-                failed.append(lines[-1] if lines else f"status {proc.returncode}")
+        procs = []
+        for i in range(jobs):
+            with open(logs / f"worker{i}.log", "w") as log:
+                procs.append(subprocess.Popen([sys.executable, *argv], stdout=subprocess.DEVNULL, stderr=log))
+        _follow(found, opened, lambda: all(p.poll() is not None for p in procs), args.no_progress)
+        failed = [(i, p.returncode) for i, p in enumerate(procs) if p.returncode != 0]
         if failed:
-            raise RunError(f"a tuning worker failed: {failed[0]}")
-        print(f"workers done in {time.perf_counter() - started:.0f} s")
+            i, code = failed[0]
+            raise RunError(f"tuning worker {i} exited with status {code}: {_last_line(logs / f'worker{i}.log')} "
+                           f"(its log: {logs / f'worker{i}.log'})")
         return
     from harness.run import slurm
 
@@ -196,8 +196,11 @@ def launch_workers(args: argparse.Namespace, found: list[studies.Study]) -> None
     folder = slurm.jobs_folder(Path(args.out), found[0].spec().name) / "tune"
     executor = slurm.make_executor(folder, options, f"tune-{found[0].spec().name}")
     argv = worker_argv(args, args.threads)
-    submitted = [executor.submit(slurm.RunJob(f"tune worker {i}", argv)) for i in range(jobs)]
-    print(f"submitted {jobs} SLURM job(s) of tuning workers: {', '.join(j.job_id for j in submitted)}; waiting")
+    with executor.batch():  # one job array
+        submitted = [executor.submit(slurm.RunJob(f"tune worker {i}", argv)) for i in range(jobs)]
+    print(f"submitted {jobs} SLURM job(s) of tuning workers: {', '.join(j.job_id for j in submitted)}; waiting "
+          f"(logs: {folder})")
+    _follow(found, opened, lambda: all(j.done() for j in submitted), args.no_progress, step=5.0)
     problems = []
     for job in submitted:
         try:
@@ -206,3 +209,20 @@ def launch_workers(args: argparse.Namespace, found: list[studies.Study]) -> None
             problems.append(f"job {job.job_id}: {str(err).strip().splitlines()[-1] if str(err).strip() else err}")
     if problems:
         raise RunError(f"a SLURM tuning job failed: {problems[0]}")
+
+
+def _follow(found: list[studies.Study], opened: list[Any], done: Any, quiet: bool, step: float = 1.0) -> None:
+    """A progress bar of the trials counted in all studies until ``done()``."""
+    with tqdm(total=sum(s.trials for s in found), desc="tune", unit="trial", disable=quiet,
+              dynamic_ncols=True) as bar:
+        while not done():
+            time.sleep(step)
+            bar.n = sum(min(studies.counts(o)["counted"], s.trials) for s, o in zip(found, opened))
+            bar.refresh()
+        bar.n = sum(min(studies.counts(o)["counted"], s.trials) for s, o in zip(found, opened))
+        bar.refresh()
+
+
+def _last_line(path: Path) -> str:
+    lines = [ln for ln in path.read_text(errors="replace").splitlines() if ln.strip()]
+    return next((ln for ln in reversed(lines) if ln.startswith("error:")), lines[-1] if lines else "")
