@@ -68,6 +68,28 @@ def test_a_task_block_narrows_switches_on_and_off(tmp_path):
     assert dims(path, "contrastive")["train.lr"].space.low == 1e-4  # swamp.train.lr is swamp's alone
 
 
+def test_an_encoder_type_choice_searches_each_types_own_settings(tmp_path):
+    path = write_task(tmp_path, {**TINY, "encoders": {"a": {"type": "linear", "dim": 8}, "b": {"type": "linear",
+                                                                                              "dim": 8}},
+                                 "tune": {"space": {"encoders.a.type": {"choices": ["linear", "mlp"]}}}})
+    spec = specs.load_task(path)
+    found = {d.name: d for d in space.dimensions(spec, "contrastive")}
+    assert found["encoders.a.type"].space.choices == ("linear", "mlp")
+    assert found["encoders.a.hidden"].kind == "mlp" and "encoders.b.hidden" not in found  # b stays linear
+    assert space.start_params(spec, "contrastive", list(found.values()))["encoders.a.type"] == "linear"
+    assert found["encoders.a.type"].override("contrastive", "mlp") == 'encoders.a={"type": "mlp", "dim": 8}'
+    study = optuna.create_study()
+    for kind in ("linear", "mlp"):
+        study.enqueue_trial({"encoders.a.type": kind})
+        values, overrides = studies.trial_settings(study.ask(), list(found.values()), "contrastive")
+        assert ("encoders.a.hidden" in values) == (kind == "mlp")  # hidden only where the trial picked mlp
+        whole = [i for i, o in enumerate(overrides) if o.startswith("encoders.a=")]
+        parts = [i for i, o in enumerate(overrides) if o.startswith("encoders.a.")]
+        assert len(whole) == 1 and all(whole[0] < i for i in parts)  # the type first, then its settings
+        built = specs.load_task(path, overrides)
+        assert built.encoders["a"].kind == kind and built.encoders["b"].kind == "linear"
+
+
 def test_the_first_trial_holds_the_tasks_own_settings(tmp_path):
     spec = specs.load_task(tiny(tmp_path))
     start = space.start_params(spec, "swamp", space.dimensions(spec, "swamp"))

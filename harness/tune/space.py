@@ -25,7 +25,7 @@ from typing import Any, Mapping
 
 from harness.config import params as P
 from harness.config.params import Space
-from harness.config.registry import METHODS
+from harness.config.registry import ENCODERS, METHODS
 from harness.config.spec import TaskSpec, TrainSpec
 from harness.errors import ConfigError, did_you_mean
 
@@ -42,6 +42,15 @@ class Dimension:
     key: str
     space: Space
     integer: bool
+    # an encoder setting searched beside a choice of encoder type: the type it belongs to (searched only in trials
+    # that pick it) and the task's own type; a type choice itself keeps the task's encoder mapping (JSON)
+    kind: str | None = None
+    base_kind: str | None = None
+    raw: str = ""
+
+    @property
+    def is_type(self) -> bool:
+        return self.key == "type" and self.part.startswith("encoders.")
 
     @property
     def name(self) -> str:
@@ -66,7 +75,12 @@ class Dimension:
         return trial.suggest_float(self.name, float(sp.low or 0.0), float(sp.high or 0.0), log=sp.log)
 
     def override(self, method: str, value: Any) -> str:
-        """The ``--set`` text that gives this method the value."""
+        """The ``--set`` text that gives this method the value (an encoder type: the whole encoder mapping, with
+        the task's settings that the new type also has)."""
+        if self.is_type:
+            accepted = P.keys(ENCODERS.get(str(value), self.part).Params)
+            mapping = {"type": value, **{k: v for k, v in json.loads(self.raw).items() if k in accepted}}
+            return f"{self.part}={json.dumps(mapping)}"
         where = {"method": method, "train": f"{method}.train"}.get(self.part, self.part)
         return f"{where}.{self.key}={json.dumps(value)}"
 
@@ -110,30 +124,40 @@ def _is_integer(hint: Any) -> bool:
 
 def dimensions(spec: TaskSpec, method: str, warnings: list[str] | None = None) -> list[Dimension]:
     """The method's search space: the declared searches, with the task's ``tune.space`` entries applied; checked
-    (searches valid only in part add a line to ``warnings``)."""
+    (searches valid only in part add a line to ``warnings``). ``encoders.a.type: {choices: [linear, mlp]}`` searches
+    the encoder type too, each type with its own declared searches."""
     block = tune_block(spec)
     entries = dict(block.get("space") or {})
+    used: set[str] = set()
     found: list[Dimension] = []
     for part, cls, current in _parts(spec, method):
-        hints = typing.get_type_hints(cls)
-        values = P.as_dict(current)
-        for field in dataclasses.fields(cls):
-            key = P.yaml_key(field)
-            declared: Space | None = field.metadata.get("tune")
-            # the method's own entry (swamp.train.lr) before the task-wide one (train.lr)
-            candidates = [_entry_key(part, method, key)] + ([f"train.{key}"] if part == "train" else [])
-            given = [(c, entries.pop(c)) for c in candidates if c in entries]
-            entry_key, entry = given[0] if given else (candidates[0], None)
-            where = f"{spec.path}: tune.space.{entry_key}"
-            sp = _apply(declared, entry, where)
-            if sp is None or not sp.on or not _holds(sp, values):
-                continue
-            dim = Dimension(part, key, sp, _is_integer(hints[field.name]))
-            warned = _check(dim, cls, values, field, where)
-            if warned is not None and warnings is not None:
-                warnings.append(warned)
-            found.append(dim)
-    others = [k for k in entries if not _names_other_method(k, spec, method)]
+        kinds: list[tuple[str | None, type, dict[str, Any]]] = [(None, cls, P.as_dict(current))]
+        base_kind = None
+        if part.startswith("encoders.") and f"{part}.type" in entries:
+            used.add(f"{part}.type")
+            base_kind = spec.encoders[part.split(".")[1]].kind
+            type_dim, kinds = _type_choice(spec, part, entries[f"{part}.type"], base_kind, current)
+            found.append(type_dim)
+        for kind, kind_cls, values in kinds:
+            hints = typing.get_type_hints(kind_cls)
+            for field in dataclasses.fields(kind_cls):
+                key = P.yaml_key(field)
+                declared: Space | None = field.metadata.get("tune")
+                # the method's own entry (swamp.train.lr) before the task-wide one (train.lr)
+                candidates = [_entry_key(part, method, key)] + ([f"train.{key}"] if part == "train" else [])
+                given = [c for c in candidates if c in entries]
+                used.update(given)
+                entry_key = given[0] if given else candidates[0]
+                where = f"{spec.path}: tune.space.{entry_key}"
+                sp = _apply(declared, entries.get(entry_key), where)
+                if sp is None or not sp.on or not _holds(sp, values):
+                    continue
+                dim = Dimension(part, key, sp, _is_integer(hints[field.name]), kind, base_kind)
+                warned = _check(dim, kind_cls, values, field, where)
+                if warned is not None and warnings is not None:
+                    warnings.append(warned)
+                found.append(dim)
+    others = [k for k in entries if k not in used and not _names_other_method(k, spec, method)]
     if others:
         known = [_entry_key(p, method, P.yaml_key(f)) for p, cls, _ in _parts(spec, method)
                  for f in dataclasses.fields(cls)]
@@ -141,6 +165,32 @@ def dimensions(spec: TaskSpec, method: str, warnings: list[str] | None = None) -
                           f"{did_you_mean(others[0], known)}; keys are train.KEY, encoders.a.KEY, encoders.b.KEY "
                           f"or METHOD.KEY (e.g. {method}.{known[-1].split('.')[-1]})")
     return found
+
+
+def _type_choice(spec: TaskSpec, part: str, entry: Any, base_kind: str,
+                 current: Any) -> tuple[Dimension, list[tuple[str | None, type, dict[str, Any]]]]:
+    """A search over encoder types (``encoders.a.type: {choices: [linear, mlp]}``), and each type's class and
+    settings: the task's own for its type; for another type, the task's settings that type has, else its
+    defaults."""
+    where = f"{spec.path}: tune.space.{part}.type"
+    if not isinstance(entry, Mapping) or set(entry) != {"choices"} or not isinstance(entry["choices"], list) \
+            or len(entry["choices"]) < 2:
+        raise ConfigError(f"{where} must be {{choices: [TYPE, TYPE, ...]}} (at least two registered encoder types, "
+                          f"e.g. [linear, mlp]), got {entry!r}")
+    raw = dict((spec.raw.get("encoders") or {}).get(part.split(".")[1]) or {})
+    raw.pop("type", None)
+    kinds: list[tuple[str | None, type, dict[str, Any]]] = []
+    for kind in entry["choices"]:
+        cls = ENCODERS.get(str(kind), where).Params
+        if kind == base_kind:
+            kinds.append((kind, cls, P.as_dict(current)))
+            continue
+        accepted = P.keys(cls)
+        kinds.append((kind, cls, P.as_dict(P.parse(cls, {k: v for k, v in raw.items() if k in accepted},
+                                                   f"{where} ({kind})"))))
+    dim = Dimension(part, "type", Space(choices=tuple(entry["choices"])), False, None, base_kind,
+                    json.dumps(raw, sort_keys=True))
+    return dim, kinds
 
 
 def _entry_key(part: str, method: str, key: str) -> str:
@@ -283,7 +333,10 @@ def start_params(spec: TaskSpec, method: str, dims: list[Dimension]) -> dict[str
     values = {part: P.as_dict(current) for part, _, current in _parts(spec, method)}
     out: dict[str, Any] = {}
     for dim in dims:
-        found = dim.start(values[dim.part].get(dim.key))
+        if dim.kind is not None and dim.kind != dim.base_kind:
+            continue  # a setting of another encoder type than the task's
+        own = dim.base_kind if dim.is_type else values[dim.part].get(dim.key)
+        found = dim.start(own)
         if found is not None:
             out.update(found)
     return out

@@ -228,10 +228,15 @@ def trial_settings(trial: optuna.Trial, dims: list[Dimension], method: str) -> t
     sets only the settings its space can write; the others stay as the task has them (``auto``)."""
     fixed = set(trial.user_attrs.get("start_params", [])) if trial.user_attrs.get("start") else None
     values: dict[str, Any] = {}
+    kinds: dict[str, str] = {}  # encoder types this trial picked
     for dim in dims:
+        if dim.kind is not None and kinds.get(dim.part, dim.base_kind) != dim.kind:
+            continue  # a setting of an encoder type this trial did not pick
         if fixed is not None and not set(dim.params()) <= fixed:
             continue
         values[dim.name] = dim.suggest(trial)
+        if dim.is_type:
+            kinds[dim.part] = values[dim.name]
     return values, [dim.override(method, values[dim.name]) for dim in dims if dim.name in values]
 
 
