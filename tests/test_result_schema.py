@@ -59,7 +59,7 @@ def test_reader_refuses_other_files(tmp_path):
         schema.read_result(tmp_path / "seed0.json")
     assert schema.load_results(tmp_path) == []  # passed over when scanning a folder
     (tmp_path / "seed1.json").write_text("{not json")
-    with pytest.raises(ConfigError, match="cannot read result file"):
+    with pytest.raises(ConfigError, match="cannot read the result file"):
         schema.read_result(tmp_path / "seed1.json")
 
 

@@ -11,7 +11,20 @@ import yaml
 
 from harness.errors import ConfigError, unknown
 
-SHIPPED = Path(__file__).resolve().parents[2] / "tasks"
+# the committed tasks: tasks/ of a checkout, or the copy an installed wheel holds in harness/tasks (pyproject.toml)
+_HERE = Path(__file__).resolve()
+SHIPPED = next((d for d in (_HERE.parents[2] / "tasks", _HERE.parents[1] / "tasks") if d.is_dir()),
+               _HERE.parents[2] / "tasks")
+
+
+def task_path(path: str | Path) -> Path:
+    """A task file as given; a bare name that is no file here (``synthetic`` or ``synthetic.yaml``) is the shipped
+    task of that name when there is one (a path always takes precedence)."""
+    given = Path(path)
+    if given.exists() or given.parent != Path("."):
+        return given
+    shipped = SHIPPED / (given.name if given.suffix in (".yaml", ".yml") else f"{given.name}.yaml")
+    return shipped if shipped.is_file() else given
 
 REFERENCE_KEYS = ("label", "methods", "timing")
 TIMING_KEYS = ("label", "relative_to", "methods")

@@ -250,7 +250,10 @@ class TaskSpec:
 
 
 def read_yaml(path: Path, chain: tuple[Path, ...] = ()) -> dict[str, Any]:
-    """Read a task file, following ``base:`` chains (``chain``: the files that named it); errors name the file."""
+    """Read a task file, following ``base:`` chains (``chain``: the files that named it); errors name the file. A
+    bare name names a shipped task (:func:`harness.config.checks.task_path`)."""
+    if not chain:
+        path = checks.task_path(path)
     if not path.is_file():
         raise checks.missing_task(path, chain[-1] if chain else None)
     try:
@@ -386,7 +389,7 @@ def build(raw: dict[str, Any], path: str) -> TaskSpec:
 def load_task(path: str | Path, overrides: list[str] | None = None, add_methods: tuple[str, ...] = ()) -> TaskSpec:
     """Read, override and validate a task file; ``add_methods``: registered methods the file does not declare,
     added under their own names with their default settings."""
-    path = Path(path)
+    path = checks.task_path(path)
     raw = read_yaml(path)
     if add_methods:
         raw["methods"] = {**(raw.get("methods") or {}), **{name: {"method": name} for name in add_methods}}

@@ -24,6 +24,7 @@ from harness.errors import ConfigError
 from harness.method import Method
 from harness.run.train import FitResult
 from harness.store.io import save_checkpoint
+from harness.store.schema import read_result
 
 
 def resume_path(result: Path) -> Path:
@@ -81,10 +82,7 @@ def checkpoint_of(path: Path) -> Path:
     if not path.exists():
         raise ConfigError(f"{path} does not exist; pass a result file (seed<k>.json) or its checkpoint (seed<k>.pt)")
     if path.suffix == ".json":
-        try:
-            name = json.loads(path.read_text()).get("checkpoint")
-        except (OSError, json.JSONDecodeError) as err:
-            raise ConfigError(f"cannot read result file {path}: {err}") from err
+        name = read_result(path).get("checkpoint")
         if not name:
             raise ConfigError(f"{path} names no checkpoint")
         ckpt: Path = path.parent / name

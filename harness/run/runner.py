@@ -3,7 +3,6 @@ checkpointed every epoch, resumed after an interruption), select the best epoch,
 full test retrieval (timed by part), write the result file, its checkpoint and per-query ranks."""
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass, field
 from functools import partial
@@ -32,7 +31,7 @@ from harness.run.profiling import Profiler
 from harness.store import executed
 from harness.store.io import atomic_write, save_checkpoint
 from harness.store.provenance import code_record, environment
-from harness.store.schema import Result, result_path, write_result
+from harness.store.schema import Result, read_result, result_path, write_result
 
 
 def load_data(spec: TaskSpec) -> PairedData:
@@ -73,17 +72,15 @@ def finished_result(run: Run, opts: RunOptions) -> dict[str, Any] | None:
     if opts.force or not path.exists():
         return None
     try:
-        done: dict[str, Any] = json.loads(path.read_text())
-    except (OSError, ValueError) as err:
-        raise ConfigError(f"cannot read the result file {path} ({err}); delete it, or pass --force to run again "
-                          "and replace it") from None
+        done = read_result(path)
+    except ConfigError as err:
+        raise ConfigError(f"{err}; delete it, or pass --force to run again and replace it") from None
     current = run.spec.resolved(run.method)
     changed = sorted(plan.diff(plan.with_legacy_defaults(done.get("config", {}), current), current,
                                defaults=run.spec.resolved(run.method, P.defaults)))
     if changed or done.get("init") != _init_text(opts):
         raise ConfigError(f"{path} exists but was produced with other settings ({', '.join(changed) or 'init'}); "
                           "pass --force to replace it, or --out to write elsewhere")
-    done["_path"] = str(path)
     return done
 
 

@@ -133,7 +133,7 @@ def _load(path: Path) -> dict[str, Any] | None:
     try:
         data = json.loads(Path(path).read_text())
     except (OSError, json.JSONDecodeError) as err:
-        raise ConfigError(f"cannot read result file {path}: {err}") from None
+        raise ConfigError(f"cannot read the result file {path} ({err})") from None
     return data if isinstance(data, dict) and data.get("schema") == SCHEMA else None
 
 
