@@ -57,8 +57,13 @@ TEST_STAT_HELP = ("statistic the significance columns test in each row group: a 
                   "(default: the first direction's first R@k)")
 
 
+def program() -> str:
+    """How the command was typed: ``swamp-bench`` (the installed console script) or ``python -m harness``."""
+    return "swamp-bench" if Path(sys.argv[0]).name == "swamp-bench" else "python -m harness"
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="python -m harness", description="SwAMP Bench: cross-modal retrieval benchmarks")
+    parser = _Parser(prog=program(), description="SwAMP Bench: cross-modal retrieval benchmarks")
     sub = parser.add_subparsers(dest="command", required=True)
     plugins = _Parser(add_help=False)
     plugins.add_argument("--include", action="append", default=[], metavar="PATH",
@@ -361,11 +366,15 @@ def cmd_list(args: argparse.Namespace) -> int:
     from harness.config import spec as specs
     from harness.config.registry import ENCODERS, METHODS, SOURCES, failures
 
+    shipped = Path(args.tasks_dir).resolve() == TASKS_DIR.resolve()
+    if shipped:
+        print(f"shipped tasks (run one by its file name or its path, e.g. `{program()} run synthetic`):")
     for path in sorted(Path(args.tasks_dir).glob("*.yaml")):
         try:
             task = specs.load_task(path)
             methods = ", ".join(f"{n} ({m.method})" for n, m in task.methods.items())
-            print(f"{path}  [{task.name} v{task.version}]  {task.description}\n    methods: {methods}")
+            shown = f"{path.stem}  ({path})" if shipped else str(path)
+            print(f"{shown}  [{task.name} v{task.version}]  {task.description}\n    methods: {methods}")
         except ConfigError as err:
             print(f"{path}  INVALID: {err}")
     print(f"\nregistered methods: {', '.join(METHODS.names())}")
