@@ -245,6 +245,7 @@ def _fake(run: str, method: str, seed: int = 0, history: list | None = None, var
             "config": {"train": {"select": "a2b/R@1"}, "method": {"K": (varied or {}).get("K", 100)}},
             "dataset": {"source": "random" if timing_only else "real", "timing_only": timing_only},
             "reference": {"timing": published} if published else {},
+            "environment": {"hardware": {"cpu": "toy CPU", "cores": 2, "device": "cpu"}},
             "profile": {"timing": {"train_step": {"median_s": 0.01 * (1 + len(run)), "p90_s": 0.02 * (1 + len(run))},
                                    "train_epoch": {"median_s": 1.0}, "test_total": {"median_s": 1.0 + len(run)}},
                         "memory": {}}}

@@ -37,8 +37,7 @@ from tabulate import tabulate
 
 from harness.errors import ConfigError
 from harness.report import freshness as fr
-from harness.report import stats, tables
-from harness.run import contention
+from harness.report import model, stats, tables
 from harness.store.schema import load_results
 
 REPRODUCED, DIRECTION, NOT_REPRODUCED, NOT_MEASURED = "reproduced", "direction only", "not reproduced", \
@@ -218,11 +217,12 @@ def _runs(results: list[dict[str, Any]], name: str, folder: Path) -> list[dict[s
     runs = [r for r in results if r["run_name"] == name]
     if not runs:
         raise _Missing(f"{folder} has no result files of run {name!r}")
+    model.one_machine(runs, f"{folder}: the result files of {name}")  # a verdict never averages machines
     return runs
 
 
 def _hardware(runs: list[dict[str, Any]]) -> str:
-    return "; ".join(dict.fromkeys(tables.hardware_name(r) for r in runs))
+    return "; ".join(dict.fromkeys(model.hardware_name(r) for r in runs))
 
 
 def _paper(claim: dict[str, Any], unit: str = "") -> str:
@@ -241,29 +241,12 @@ def _ratio(base: dict[str, Any], claim: dict[str, Any], spec: dict[str, Any], re
         raise ConfigError(f"claim {base['claim_id']}: ratio phase {phase!r}; valid: test, step")
     tag = f"@{protocol}" if protocol else ""
     of, to = _runs(results, spec["of"], folder), _runs(results, spec["to"], folder)
-
-    def seconds(runs: list[dict[str, Any]]) -> tuple[dict[int, float], bool]:
-        if phase == "step":
-            return {r["seed"]: r["profile"]["timing"]["train_step"]["median_s"] for r in runs
-                    if "train_step" in r["profile"]["timing"]}, False
-        values, estimated = {}, False
-        for r in runs:
-            v, est = tables.test_seconds([r], "total", tag)
-            if v:
-                values[r["seed"]] = v[0]
-                estimated |= est
-        return values, estimated
-
-    (num, est_num), (den, est_den) = seconds(of), seconds(to)
-    if not num or not den:
-        raise _Missing(f"{folder}: no {phase} time{f' ({protocol})' if protocol else ''} for "
-                       f"{spec['of'] if not num else spec['to']}")
-    ours = statistics.mean(num.values()) / statistics.mean(den.values())
-    common = sorted(set(num) & set(den))
-    interval = ""
-    if len(common) >= 2:
-        per_seed = [num[s] / den[s] for s in common]
-        interval = f"[{min(per_seed):.1f}, {max(per_seed):.1f}]"
+    ratio = model.timing_ratio(of, to, phase, tag)  # the timing table's ratio of the same runs
+    if ratio.value is None:
+        missing = spec["of"] if not model.seconds(of, phase, tag)[0] else spec["to"]
+        raise _Missing(f"{folder}: no {phase} time{f' ({protocol})' if protocol else ''} for {missing}")
+    ours = ratio.value
+    interval = f"[{min(ratio.per_seed):.1f}, {max(ratio.per_seed):.1f}]" if len(ratio.per_seed) >= 2 else ""
     paper = float(claim["paper"])
     tolerance = float(spec.get("tolerance", rules["ratio_tolerance"]))
     if paper / tolerance <= ours <= paper * tolerance:
@@ -272,15 +255,13 @@ def _ratio(base: dict[str, Any], claim: dict[str, Any], spec: dict[str, Any], re
         verdict, why = DIRECTION, f"same side of 1× as the paper's {paper:g}×, beyond a factor {tolerance:g}"
     else:
         verdict, why = NOT_REPRODUCED, f"the other side of 1× from the paper's {paper:g}×"
-    estimated = est_num or est_den
+    estimated = ratio.estimated
     if estimated:
         why += "; extrapolated from a time budget"
-    timed = "train" if phase == "step" else "test"
-    busy = [r for r in of + to if timed in contention.contended_phases(r)]
-    mark = f" [contended {len(busy)}/{len(of) + len(to)}]" if busy else ""
-    if busy:
-        why += (f"; {len(busy)} of the {len(of) + len(to)} runs timed their {timed} phase while other work kept the "
-                "machine busy: the ratio may be off")
+    mark = ratio.mark
+    if ratio.contended:
+        why += (f"; {ratio.contended} of the {ratio.runs} runs timed their {model.PHASES[phase]} phase while other "
+                "work kept the machine busy: the ratio may be off")
     return Line(**base, paper=_paper(claim, "×"), ours=("≈" if estimated else "") + f"{ours:.1f}×{mark}",
                 interval=interval, verdict=verdict, why=why, hardware=_hardware(of), evidence=str(folder))
 
@@ -292,6 +273,7 @@ def _difference(base: dict[str, Any], claim: dict[str, Any], spec: dict[str, Any
         raise ConfigError(f"claim {base['claim_id']}: expect {expect!r}; valid: higher, lower")
     metric, alpha = spec["metric"], float(rules["alpha"])
     of, to = _runs(results, spec["of"], folder), _runs(results, spec["to"], folder)
+    model.one_machine(of + to, f"{folder}: the result files of {spec['of']} and {spec['to']}")
     mine, theirs = stats.seed_values(of, metric), stats.seed_values(to, metric)
     common = sorted(set(mine) & set(theirs))
     if not common:

@@ -27,7 +27,7 @@ from tabulate import tabulate
 
 from harness.config.plan import NEUTRAL, flatten, setting_name
 from harness.errors import ConfigError
-from harness.report import stats
+from harness.report import model, stats
 from harness.store.schema import load_results
 
 
@@ -49,10 +49,14 @@ class Change:
         return self.new.mean - self.old.mean
 
 
-def _groups(results: Sequence[dict[str, Any]]) -> dict[tuple[str, str], list[dict[str, Any]]]:
+def _groups(results: Sequence[dict[str, Any]], side: str) -> dict[tuple[str, str], list[dict[str, Any]]]:
+    """A side's result files by (task, run); a run whose seeds were made on several machines is refused (its
+    mean would average them)."""
     groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for r in results:
         groups.setdefault((r["task"], r["run_name"]), []).append(r)
+    for (task, run), runs in groups.items():
+        model.one_machine(runs, f"{side}: the result files of {task}/{run}")
     return groups
 
 
@@ -87,7 +91,7 @@ def test_change(old: Sequence[dict[str, Any]], new: Sequence[dict[str, Any]], me
 def compare(old: Sequence[dict[str, Any]], new: Sequence[dict[str, Any]], metrics: Sequence[str] = (),
             alpha: float = 0.05, min_diff: float = 0.5, n_resamples: int = 10_000) -> tuple[list[Change], list[str]]:
     """The changes of every run both sides hold, and notes on runs only one side holds."""
-    old_groups, new_groups = _groups(old), _groups(new)
+    old_groups, new_groups = _groups(old, "OLD"), _groups(new, "NEW")
     notes = [f"only in OLD: {t}/{r}" for t, r in sorted(old_groups.keys() - new_groups.keys())] + \
             [f"only in NEW: {t}/{r}" for t, r in sorted(new_groups.keys() - old_groups.keys())]
     shared = sorted(old_groups.keys() & new_groups.keys())

@@ -8,7 +8,7 @@ from typing import Any
 
 from harness.errors import ConfigError
 from harness.report import freshness as fr
-from harness.report import tables
+from harness.report import model, tables
 from harness.store.schema import load_results
 
 
@@ -26,7 +26,7 @@ def cmd(args: argparse.Namespace) -> int:
         if options.split == "val" and options.reference:
             raise ConfigError("--split val shows validation metrics only; significance tests use the test split's "
                               "per-query ranks, so drop --reference")
-        machines = tables.by_machine(subset)
+        machines = model.by_machine(subset)
         for name, runs in machines.items():
             shown = tables.validation_view(runs) if options.split == "val" else runs
             rendered = tables.render(shown, args.format, reference=options.reference, test_stat=options.test_stat)
@@ -57,7 +57,7 @@ def show(folder: Path, results: list[dict[str, Any]], reference: str | None, tes
     recorded = tables.recorded_for(folder, everything)
     if reference is None and test_stat is None and recorded is not None and recorded.split == "test":
         reference, test_stat = recorded.reference, recorded.test_stat
-    machines = tables.by_machine(everything)
+    machines = model.by_machine(everything)
     for runs in machines.values():
         print_tables(runs, reference if any(r["run_name"] == reference or r["method"] == reference for r in runs)
                       else None, test_stat)

@@ -28,7 +28,7 @@ from tabulate import tabulate
 
 from harness.errors import ConfigError, did_you_mean
 from harness.report import claims as cl
-from harness.report import tables
+from harness.report import model, tables
 from harness.store.schema import load_results
 
 
@@ -171,7 +171,7 @@ def cmd(args: argparse.Namespace) -> int:
                     if src.exists():
                         shutil.copy2(src, dst)
             everything = load_results(root / folder)
-            if len(tables.by_machine(everything)) == 1:
+            if len(model.by_machine(everything)) == 1:
                 recorded = tables.recorded_options(root / folder)
                 opts = recorded or tables.TableOptions(None, None, "test")
                 tables.write_tables(everything, root / folder, reference=opts.reference, test_stat=opts.test_stat,

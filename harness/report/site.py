@@ -31,7 +31,7 @@ from urllib.parse import quote, unquote
 
 from harness.errors import ConfigError
 from harness.report import freshness as fr
-from harness.report import markdown, plot, tables, tuning
+from harness.report import markdown, model, plot, tables, tuning
 from harness.store.io import write_text_atomic
 from harness.store.schema import load_results
 
@@ -72,7 +72,7 @@ class ResultSet:
 
     @property
     def runs(self) -> dict[str, list[dict[str, Any]]]:
-        return tables.group_runs(self.results)
+        return model.group_runs(self.results)
 
     @property
     def timing_only(self) -> bool:
@@ -85,28 +85,27 @@ class ResultSet:
 
 
 def find_sets(folders: list[Path]) -> list[ResultSet]:
-    """Every result set under ``folders`` (sorted by task, then folder); ConfigError when there is none."""
-    sets: dict[tuple[Path, str], list[dict[str, Any]]] = {}
-    roots: dict[tuple[Path, str], Path] = {}
+    """Every result set under ``folders`` (:func:`harness.report.model.sets`: one per folder, task and machine,
+    sorted by task, then folder); ConfigError when there is none."""
+    found: list[ResultSet] = []
+    seen: set[Path] = set()
     for root in folders:
         if not root.is_dir():
             raise ConfigError(f"{root} is not a folder; give folders that hold result files (<run>/seed<k>.json)")
-        for r in load_results(root):
-            key = (Path(r["_path"]).parent.parent, r["task"])
-            sets.setdefault(key, []).append(r)
-            roots.setdefault(key, root)
-    if not sets:
+        results = [r for r in load_results(root) if Path(r["_path"]).resolve() not in seen]
+        seen |= {Path(r["_path"]).resolve() for r in results}
+        for s in model.sets(results, root):
+            found.append(ResultSet(s.task, s.folder, "", s.results, root=root,
+                                   machine=s.machine if s.several_machines else None))
+    if not found:
         raise ConfigError(f"no result files (<run>/seed<k>.json) under {', '.join(map(str, folders))}; "
                           "write some with `python -m harness run TASK --out FOLDER`")
-    found = []
-    for (folder, task), results in sorted(sets.items(), key=lambda kv: (kv[0][1], str(kv[0][0]))):
-        root = roots[(folder, task)]
-        machines = tables.by_machine(results)
-        for name, runs in machines.items():  # runs timed on different hardware are never averaged into one row
-            slug = _slug(folder, root, task, len(sets))
-            if len(machines) > 1:
-                slug = f"{slug}-{re.sub(r'[^A-Za-z0-9_.]+', '-', name).strip('-')}"
-            found.append(ResultSet(task, folder, slug, runs, root=root, machine=name if len(machines) > 1 else None))
+    found.sort(key=lambda s: (s.task, str(s.folder)))
+    n_sets = len({(s.folder, s.task) for s in found})
+    for s in found:
+        s.slug = _slug(s.folder, s.root or s.folder, s.task, n_sets)
+        if s.machine:  # runs timed on different hardware are never averaged into one row: a page each
+            s.slug = f"{s.slug}-{re.sub(r'[^A-Za-z0-9_.]+', '-', s.machine).strip('-')}"
     slugs = [s.slug for s in found]
     for s in found:  # one folder may hold several tasks: keep their pages apart
         if slugs.count(s.slug) > 1:
@@ -226,12 +225,13 @@ def headline(rs: ResultSet) -> tuple[str, list[tuple[str, str]]]:
     median train step when the data is random (timing only)."""
     if rs.timing_only:
         return "train step ms (timing only: random data)", [
-            (name, tables._mean_std(tables._timing(runs, "train_step", scale=1e3))) for name, runs in rs.runs.items()]
+            (name, tables.mean_std(tables.timing_values(runs, "train_step", scale=1e3)))
+            for name, runs in rs.runs.items()]
     metric = rs.select
     out = []
     for name, runs in rs.runs.items():
         values = [r["metrics"][metric] for r in runs if metric in r["metrics"]]
-        out.append((name, f"{tables._mean_std(values)} (n={len(values)})" if values else "–"))
+        out.append((name, f"{tables.mean_std(values)} (n={len(values)})" if values else "–"))
     lower = metric.rsplit("/", 1)[-1] in ("MedR", "MeanR")
     return f"test {metric}{' (lower is better)' if lower else ''}", out
 
@@ -274,7 +274,7 @@ def provenance_rows(rs: ResultSet, with_code: bool = True) -> tuple[list[str], l
         code = [fr.judge(r, _checkout()).label()] if with_code else []
         wall = r.get("wall_s")
         rows.append([r["run_name"], str(r["seed"]), machine(r), env["hardware"]["device"],
-                     str(env["hardware"].get("torch_threads", "?")), tables._precision(r), env["versions"]["torch"],
+                     str(env["hardware"].get("torch_threads", "?")), tables.precision_of(r), env["versions"]["torch"],
                      commit, *code, str(env.get("date", "?"))[:19], "–" if wall is None else f"{wall:.1f}",
                      command(r)])
     return header, rows
@@ -470,7 +470,7 @@ def timing_figure(rs: ResultSet) -> Any | None:
 
     names, steps, tests, estimated = [], [], [], []
     for name, runs in rs.runs.items():
-        step = tables._timing(runs, "train_step", scale=1e3)
+        step = tables.timing_values(runs, "train_step", scale=1e3)
         test, est = tables.test_seconds(runs, "total", "")
         if step or test:
             names.append(name)
@@ -526,16 +526,13 @@ def ratios(rs: ResultSet) -> tuple[str, str, list[Ratio]]:
     groups = rs.runs
     published = (rs.results[0].get("reference") or {}).get("timing") or {}
     methods = published.get("methods") or {}
-    base = tables._baseline(groups, published.get("relative_to"), rs.reference)
+    base = tables.baseline_run(groups, published.get("relative_to"), rs.reference)
     out = []
     for name, runs in groups.items():
-        same = groups[tables._baseline(groups, groups[base][0]["method"], precision=tables._precision(runs[0]))]
+        same = groups[tables.baseline_run(groups, groups[base][0]["method"], precision=tables.precision_of(runs[0]))]
         ours, paper = {}, {}
-        for part, mine, theirs, key in (("train step", tables._timing(runs, "train_step"),
-                                         tables._timing(same, "train_step"), "train_step_s"),
-                                        ("test", tables.test_seconds(runs, "total", "")[0],
-                                         tables.test_seconds(same, "total", "")[0], "test_s")):
-            ours[part] = statistics.mean(mine) / statistics.mean(theirs) if mine and theirs else None
+        for part, phase, key in (("train step", "step", "train_step_s"), ("test", "test", "test_s")):
+            ours[part] = model.timing_ratio(runs, same, phase).value
             value = (methods.get(runs[0]["method"]) or {}).get(key)
             ref = (methods.get(groups[base][0]["method"]) or {}).get(key)
             paper[part] = value / ref if value is not None and ref and not data_settings(runs) else None
@@ -839,11 +836,11 @@ def build(folders: list[Path], out: Path, fmt: str = "html", figures: bool = Tru
             accuracy: tuple[list[str], list[list[str]], list[str]] = info["accuracy"]
             timing: tuple[list[str], list[list[str]], list[str]] = info["timing"]
             provenance: tuple[list[str], list[list[str]]] = info["provenance"]
-            info["accuracy_md"] = tables._format(*accuracy, "md")
-            info["timing_md"] = tables._format(*timing, "md")
-            info["provenance_md"] = tables._format(*provenance, [], "md")
+            info["accuracy_md"] = tables.format_table(*accuracy, "md")
+            info["timing_md"] = tables.format_table(*timing, "md")
+            info["provenance_md"] = tables.format_table(*provenance, [], "md")
             studies: tuple[list[str], list[list[str]], list[str]] = info["studies"]
-            info["studies_md"] = tables._format(*studies, "md") if studies[1] else ""
+            info["studies_md"] = tables.format_table(*studies, "md") if studies[1] else ""
         path = out / f"{rs.slug}.{fmt}"
         write_text_atomic(path, env.get_template(f"task.{fmt}").render(**info, command=command_line))
         pages.append(info)

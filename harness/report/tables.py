@@ -19,7 +19,8 @@ from tabulate import tabulate
 from harness.config.plan import resolve_reference
 from harness.config.spec import MetricSpec, TrainSpec
 from harness.errors import ConfigError, unknown
-from harness.report import stats
+from harness.report import model, stats
+from harness.report.model import group_runs
 from harness.run import contention
 from harness.store.io import write_text_atomic
 
@@ -30,20 +31,12 @@ _TEX_ESCAPES = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "
                 "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\^{}", "<": r"$<$", ">": r"$>$"}
 
 
-def _mean_std(values: list[float], digits: int = 2) -> str:
+def mean_std(values: list[float], digits: int = 2) -> str:
     if not values:
         return "–"
     if len(values) == 1:
         return f"{values[0]:.{digits}f}"
     return f"{statistics.mean(values):.{digits}f} ± {statistics.stdev(values):.{digits}f}"
-
-
-def group_runs(results: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
-    """Result dicts grouped by run name (method plus overrides), in first-seen order."""
-    groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for r in results:
-        groups[r["run_name"]].append(r)
-    return dict(groups)
 
 
 def accuracy_rows(results: list[dict[str, Any]], reference: str | None = None,
@@ -152,7 +145,7 @@ def _skipped_note(runs: list[dict[str, Any]], metric: str) -> str:
 def _accuracy_cell(runs: list[dict[str, Any]], metric: str, ref_runs: list[dict[str, Any]] | None) -> str:
     """Mean ± std of ``metric``; a ``*`` when it is a recall that differs from ``ref_runs`` over seeds."""
     values = [r["metrics"][metric] for r in runs if metric in r["metrics"]]  # none where a time budget stopped it
-    text = _mean_std(values, 1 if metric.endswith("MedR") else 2)
+    text = mean_std(values, 1 if metric.endswith("MedR") else 2)
     if ref_runs is None or not stats.query_testable(metric):
         return text
     test = stats.paired_seed_test(stats.seed_values(runs, metric), stats.seed_values(ref_runs, metric))
@@ -288,7 +281,7 @@ def _published(value: Any) -> str:
     return "–" if value is None else f"{value:.2f}" if isinstance(value, float) else str(value)
 
 
-def _timing(runs: list[dict[str, Any]], key: str, field: str = "median_s", scale: float = 1.0) -> list[float]:
+def timing_values(runs: list[dict[str, Any]], key: str, field: str = "median_s", scale: float = 1.0) -> list[float]:
     return [r["profile"]["timing"][key][field] * scale for r in runs if key in r["profile"]["timing"]]
 
 
@@ -307,7 +300,7 @@ def timing_rows(results: list[dict[str, Any]], reference: str | None = None) -> 
     """
     groups = group_runs(results)
     published = (results[0].get("reference") or {}).get("timing") or {}
-    base = _baseline(groups, published.get("relative_to"), reference)
+    base = baseline_run(groups, published.get("relative_to"), reference)
     cuda = any("cuda_max_allocated_mib" in r["profile"]["memory"].get("train", {}) for r in results)
     mem_field, mem_label = ("cuda_max_allocated_mib", "CUDA alloc") if cuda else ("cpu_peak_rss_mib", "RSS")
     header = ["method", "test protocol", "train step ms (median)", "p90 ms", "epoch s", f"step / {base}",
@@ -323,7 +316,7 @@ def timing_rows(results: list[dict[str, Any]], reference: str | None = None) -> 
     rows = []
     for tag in _protocol_tags(results):
         for name, runs in groups.items():
-            same = _baseline(groups, groups[base][0]["method"], precision=_precision(runs[0]))
+            same = baseline_run(groups, groups[base][0]["method"], precision=precision_of(runs[0]))
             row = _timing_row(name + contention_flag(runs), runs, groups[same], tag, mem_field)
             if pair_pass:
                 row[11:11] = _pair_pass_cells(runs, tag)
@@ -331,7 +324,7 @@ def timing_rows(results: list[dict[str, Any]], reference: str | None = None) -> 
     return header, rows
 
 
-def _precision(result: dict[str, Any]) -> str:
+def precision_of(result: dict[str, Any]) -> str:
     precision: str = (result.get("config") or {}).get("train", {}).get("precision", TrainSpec.precision)
     return precision
 
@@ -346,35 +339,30 @@ def _protocol_tags(results: list[dict[str, Any]]) -> list[str]:
     return tags
 
 
-def _folds(tag: str) -> int:
-    return int(tag[1:-len("folds")]) if tag else 1
-
-
-def _baseline(groups: dict[str, list[dict[str, Any]]], method: str | None, run: str | None = None,
+def baseline_run(groups: dict[str, list[dict[str, Any]]], method: str | None, run: str | None = None,
               precision: str = TrainSpec.precision) -> str:
     """Run name of the method ratios refer to: ``method`` when it ran (under ``precision`` when it ran under
     several), else the run ``run``, else the first run."""
     runs_of = [name for name, runs in groups.items() if runs[0]["method"] == method]
-    same = [name for name in runs_of if _precision(groups[name][0]) == precision]
+    same = [name for name in runs_of if precision_of(groups[name][0]) == precision]
     return (same or runs_of or [run if run in groups else next(iter(groups))])[0]
 
 
 def _timing_row(name: str, runs: list[dict[str, Any]], base: list[dict[str, Any]], tag: str,
                 mem_field: str) -> list[str]:
-    n = _folds(tag)
-    step = _timing(runs, "train_step", scale=1e3)
-    (test, est), (base_test, base_est) = test_seconds(runs, "total", tag), test_seconds(base, "total", tag)
-    base_step = _timing(base, "train_step", scale=1e3)
+    n = model.folds(tag)
+    step = timing_values(runs, "train_step", scale=1e3)
+    test, est = test_seconds(runs, "total", tag)
     parts = [_estimated_cell(*test_seconds(runs, part, tag), 3) for part in ("encode", "score", "rank")]
-    scored = [r["profile"]["extrapolated"][tag]["fraction_scored"] for r in runs if _extrapolated(r, tag)]
+    scored = [r["profile"]["extrapolated"][tag]["fraction_scored"] for r in runs if model.extrapolated(r, tag)]
     if scored:
         parts[1] += f" ({100 * statistics.mean(scored):.2g}% scored)"
     return [name, ("whole test split" if n == 1 else f"{n} folds, per fold") + _streamed_flag(runs, tag),
-            _mean_std(step), _mean_std(_timing(runs, "train_step", "p90_s", 1e3)),
-            _mean_std(_timing(runs, "train_epoch")),
-            _ratio(step, base_step), _estimated_cell(test, est, 3), *parts,
-            ("≈" if est or base_est else "") + _ratio(test, base_test),
-            _mean_std(_memory(runs, "train", mem_field), 0), _mean_std(_memory(runs, f"test{tag}", mem_field), 0)]
+            mean_std(step), mean_std(timing_values(runs, "train_step", "p90_s", 1e3)),
+            mean_std(timing_values(runs, "train_epoch")),
+            model.timing_ratio(runs, base, "step").cell(), _estimated_cell(test, est, 3), *parts,
+            model.timing_ratio(runs, base, "test", tag).cell(),
+            mean_std(_memory(runs, "train", mem_field), 0), mean_std(_memory(runs, f"test{tag}", mem_field), 0)]
 
 
 def _streamed_flag(runs: list[dict[str, Any]], tag: str) -> str:
@@ -427,38 +415,23 @@ def _pair_pass_cells(runs: list[dict[str, Any]], tag: str) -> list[str]:
             estimated |= est
     if not total:
         return ["–"] * 3
-    return [_estimated_cell(total, estimated, 3), _mean_std(encode, 3), _mean_std(loss, 3)]
-
-
-def _extrapolated(result: dict[str, Any], tag: str) -> dict[str, Any] | None:
-    """The protocol's extrapolation record when a time budget stopped its scoring (None otherwise)."""
-    return (result["profile"].get("extrapolated") or {}).get(tag)
+    return [_estimated_cell(total, estimated, 3), mean_std(encode, 3), mean_std(loss, 3)]
 
 
 def test_seconds(runs: list[dict[str, Any]], part: str, tag: str) -> tuple[list[float], bool]:
     """Per-fold seconds of test part ``part`` (encode, score, rank, total) of every run, and whether any is
-    extrapolated: a run stopped by its time budget gives its extrapolated score and total times and no rank."""
-    n, values, estimated = _folds(tag), [], False
+    extrapolated (:func:`harness.report.model.test_part_seconds`)."""
+    values, estimated = [], False
     for r in runs:
-        extra = _extrapolated(r, tag)
-        if extra is not None and part in ("score", "total"):
-            value = extra[f"{part}_s"]
-            estimated = True
-        elif extra is not None and part == "rank":
-            continue
-        else:
-            value = r["profile"]["timing"].get(f"test_{part}{tag}", {}).get("median_s")
+        value, est = model.test_part_seconds(r, part, tag)
         if value is not None:
-            values.append(value / n)
+            values.append(value)
+            estimated |= est
     return values, estimated
 
 
 def _estimated_cell(values: list[float], estimated: bool, digits: int) -> str:
-    return ("≈" if estimated and values else "") + _mean_std(values, digits)
-
-
-def _ratio(values: list[float], base: list[float]) -> str:
-    return f"{statistics.mean(values) / statistics.mean(base):.2f}×" if values and base else "–"
+    return ("≈" if estimated and values else "") + mean_std(values, digits)
 
 
 def contention_flag(runs: list[dict[str, Any]]) -> str:
@@ -476,7 +449,7 @@ def timing_footnote(results: list[dict[str, Any]]) -> list[str]:
         lines.append(f"[contended j/n]: in j of the n seeds a timed phase ran while {contention.RULE}; those times "
                      "and every ratio that involves them measure the machine as much as the method: re-run them on "
                      "a quiet machine. The result files' profile.contention gives each phase's figures.")
-    if len({_precision(r) for r in results}) > 1:
+    if len({precision_of(r) for r in results}) > 1:
         lines.append("Ratios compare runs of the same train.precision.")
     if any(k.startswith("test_loss") for r in results for k in r["profile"]["timing"]):
         lines.append("As released: the method's released evaluation, timed in full: it encodes every test pair as its "
@@ -524,8 +497,8 @@ def hardware_line(results: list[dict[str, Any]]) -> str:
         world = (r.get("distributed") or {}).get("world_size", 1)
         processes = f" × {world} processes ({r['distributed']['backend']})" if world > 1 else ""
         precisions = seen.setdefault((f"{where}; torch {v['torch']}{cuda}; device {hw['device']}", processes), [])
-        if _precision(r) not in precisions:
-            precisions.append(_precision(r))
+        if precision_of(r) not in precisions:
+            precisions.append(precision_of(r))
     return " | ".join(f"{machine}; precision {', '.join(p)}{processes}" for (machine, processes), p in seen.items())
 
 
@@ -538,7 +511,7 @@ def table_data(results: list[dict[str, Any]], reference: str | None, test_stat: 
             "timing": (*timing_rows(results, reference), timing_footnote(results))}
 
 
-def _format(header: list[str], rows: list[list[str]], footnote: list[str], fmt: str) -> str:
+def format_table(header: list[str], rows: list[list[str]], footnote: list[str], fmt: str) -> str:
     """One table in ``fmt``, footnote lines below it (paragraphs in md, a small-print paragraph in tex)."""
     text: str = tabulate(rows, headers=header, tablefmt=FORMATS.get(fmt, fmt), disable_numparse=True)
     if not footnote:
@@ -558,7 +531,7 @@ def render(results: list[dict[str, Any]], fmt: str, reference: str | None = None
     ``reference`` names a run to test the others against (markers, four test columns of the
     statistic ``test_stat`` and a footnote in the accuracy table); an unknown name raises ConfigError.
     """
-    return {name: _format(*data, fmt) for name, data in table_data(results, reference, test_stat).items()}
+    return {name: format_table(*data, fmt) for name, data in table_data(results, reference, test_stat).items()}
 
 
 def write_tables(results: list[dict[str, Any]], folder: Path, reference: str | None = None,
@@ -592,7 +565,7 @@ def table_files(results: list[dict[str, Any]], folder: Path, reference: str | No
         for name, table in data.items():
             note = f"<!-- generated by `{command}` -->\n{caption}\n\n" if ext == "md" \
                 else f"% generated by {command}\n% {caption}\n"
-            files[folder / f"{name}.{ext}"] = note + _format(*table, ext) + "\n"
+            files[folder / f"{name}.{ext}"] = note + format_table(*table, ext) + "\n"
     return files
 
 
@@ -648,24 +621,3 @@ def table_folders(results: list[dict[str, Any]]) -> dict[Path, list[dict[str, An
     for r in results:
         folders[Path(r["_path"]).parent.parent].append(r)
     return dict(sorted(folders.items()))
-
-
-def hardware_name(result: dict[str, Any]) -> str:
-    """What a result was timed on: the GPU's name, or the CPU's model and core count."""
-    hw = result["environment"]["hardware"]
-    gpu = (hw.get("gpu") or {}).get("name")
-    return str(gpu) if gpu else f"{hw['cpu']}, {hw['cores']} cores"
-
-
-def machine(result: dict[str, Any]) -> str:
-    """The hardware a result was timed on, with its device: :func:`hardware_name` ('cuda' or 'cpu')."""
-    return f"{hardware_name(result)} ({result['environment']['hardware']['device']})"
-
-
-def by_machine(results: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
-    """Result dicts grouped by :func:`machine`, in first-seen order: runs timed on different hardware are
-    never averaged into one row."""
-    groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for r in results:
-        groups[machine(r)].append(r)
-    return dict(groups)
