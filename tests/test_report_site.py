@@ -281,7 +281,7 @@ def test_the_paper_stands_beside_our_runs_only_on_the_task_s_own_data():
                _fake("b@dataset.images=[64, 20, 100]", "b", varied={"dataset.images": [64, 20, 100]},
                      published=published)]
     rs = site.ResultSet("toy", Path("toy"), "toy", results)
-    header, rows, note = site.timing_table(rs, *tables.timing_rows(results), [])
+    header, rows, note = site.timing_table(rs, tables.timing_table(results), [])
     cells = {row[0]: dict(zip(header, row)) for row in rows}
     assert cells["b"]["paper: test s"] == "300.00" and cells["b"]["paper: test / a"] == "150.0×"
     assert cells["b@dataset.images=[64, 20, 100]"]["paper: test s"] == "–"
@@ -294,8 +294,26 @@ def test_the_paper_stands_beside_our_runs_only_on_the_task_s_own_data():
     assert site.ratio_figure(rs) is not None
     # no run on the task's data: no paper columns at all
     only = site.ResultSet("toy", Path("toy"), "toy", results[2:])
-    header, rows, note = site.timing_table(only, *tables.timing_rows(results[2:]), [])
+    header, rows, note = site.timing_table(only, tables.timing_table(results[2:]), [])
     assert not any(h.startswith("paper") for h in header) and note[-1].startswith("No paper columns")
+
+
+def test_a_renamed_header_or_a_marked_row_leaves_the_page_correct(monkeypatch):
+    """The page learns which columns are the paper's and which run a row is from the table itself, not from its
+    text: renamed published headers and a contention mark on a row name change nothing."""
+    monkeypatch.setattr(tables, "PUBLISHED_COLUMN", "{what} (published by {label})")
+    monkeypatch.setattr(tables, "contention_flag", lambda runs: " [busy machine]")
+    published = {"label": "paper", "relative_to": "a", "methods": {"a": {"train_step_s": 0.1, "test_s": 2.0},
+                                                                 "b": {"train_step_s": 0.4, "test_s": 300.0}}}
+    results = [_fake("a", "a", published=published), _fake("b", "b", published=published),
+               _fake("b@dataset.images=[64, 20, 100]", "b", varied={"dataset.images": [64, 20, 100]},
+                     published=published)]
+    rs = site.ResultSet("toy", Path("toy"), "toy", results)
+    header, rows, note = site.timing_table(rs, tables.timing_table(results), [])
+    cells = {row[0]: dict(zip(header, row)) for row in rows}
+    assert cells["b [busy machine]"]["test s (published by paper)"] == "300.00"
+    assert cells["b@dataset.images=[64, 20, 100] [busy machine]"]["test s (published by paper)"] == "–"
+    assert "dataset.images=[64, 20, 100]" in note[-1]
 
 
 def test_pages_show_the_folder_s_notes_and_link_their_readings(runs, built):

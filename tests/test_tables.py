@@ -1,6 +1,7 @@
 """Accuracy table against a reference run: markers, test columns, footnote (hand-made result dicts)."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -175,9 +176,23 @@ def test_validation_view_shows_the_selected_epochs_validation_metrics(results, t
         r["reference"] = {"label": "paper", "methods": {"swamp": {"a2b/R@1": 99.0}}}
     rows = _rows(tables.render(tables.validation_view(results), "md")["accuracy"])
     assert rows["swamp"][3] == "11.00 ± 1.00" and not any("paper" in name for name in rows)
-    (path_md, path_tex) = tables.write_tables(results, tmp_path, split="val")
+    (path_md, path_tex, record) = tables.write_tables(results, tmp_path, split="val")
     assert path_md.name == "validation.md" and "--split val" in path_md.read_text()
     assert "11.00 ± 1.00" in path_md.read_text() and path_tex.suffix == ".tex"
+    assert json.loads(record.read_text()) == {"val": {"reference": None, "test_stat": None}}
+    assert tables.recorded_options(tmp_path) == tables.TableOptions(None, None, "val")
+    tables.write_tables(results, tmp_path, reference="swamp", test_stat="R@5")  # the test tables' record joins it
+    assert tables.recorded_options(tmp_path) == tables.TableOptions("swamp", "R@5", "test")
+    assert set(json.loads(record.read_text())) == {"test", "val"}
+
+
+def test_table_options_come_from_the_record_not_from_the_tables_text(results, tmp_path):
+    tables.write_tables(results, tmp_path, reference="swamp")
+    text = (tmp_path / "accuracy.md").read_text()
+    (tmp_path / "accuracy.md").write_text(text.replace("--reference swamp", "--reference contrastive"))
+    assert tables.recorded_options(tmp_path).reference == "swamp"  # a hand-edited first line changes nothing
+    (tmp_path / tables.OPTIONS_FILE).unlink()
+    assert tables.recorded_options(tmp_path) is None
 
 
 def test_timing_ratios_follow_the_reference_run(results):

@@ -700,21 +700,18 @@ def downloads(rs: ResultSet, out: Path, fmt: str, data: dict[str, Any], home: Pa
     return {"files": files, "tables": table_links, "clusters": clusters}
 
 
-_CONTENDED = re.compile(r" \[contended \d+/\d+\]$")
-
-
-def timing_table(rs: ResultSet, header: list[str], rows: list[list[str]],
+def timing_table(rs: ResultSet, table: tables.TimingTable,
                  footnote: list[str]) -> tuple[list[str], list[list[str]], list[str]]:
     """The timing table as a page shows it: the paper's cells of a run left empty ('–') when the run used data
     other than its task file's (the data the paper's times are for, e.g. a 100-image cut beside the paper's full
-    test split), with a note naming the setting; the paper's columns dropped when no run keeps any."""
-    paper = [i for i, h in enumerate(header) if ":" in h and not h.startswith("as released")]
+    test split), with a note naming the setting; the paper's columns dropped when no run keeps any. Which row is
+    which run and which columns are the paper's come with the table (:class:`harness.report.tables.TimingTable`)."""
+    header, paper = list(table.header), table.published
     if not paper:
-        return header, rows, footnote
+        return header, table.rows, footnote
     resized = {}
-    rows = [list(row) for row in rows]
-    for row in rows:
-        name = _CONTENDED.sub("", row[0])
+    rows = [list(row) for row in table.rows]
+    for row, name in zip(rows, table.runs):
         settings = data_settings(rs.runs.get(name, []))
         if settings:
             resized[name] = settings
@@ -722,10 +719,10 @@ def timing_table(rs: ResultSet, header: list[str], rows: list[list[str]],
                 row[i] = "–"
     if not resized:
         return header, rows, footnote
-    label = header[paper[0]].split(":", 1)[0]
+    label = (rs.results[0].get("reference") or {}).get("timing", {}).get("label", "published")
     note = (f"{label}: left empty for runs on data other than the task file's, which the published times are for "
             f"({'; '.join(f'{name}: {v}' for name, v in resized.items())}).")
-    if len(resized) == len(rows):
+    if len(resized) == len(set(table.runs)):
         keep = [i for i in range(len(header)) if i not in paper]
         header, rows = [header[i] for i in keep], [[row[i] for i in keep] for row in rows]
         note = (f"No {label} columns: every run used data other than the task file's, which the published times "
@@ -738,7 +735,7 @@ def page(rs: ResultSet, out: Path, fmt: str, figures: bool = True, render: bool 
     """Everything a set's page shows, computed once."""
     data = tables.table_data(rs.results, rs.reference, rs.test_stat)
     rs.figures = draw_figures(rs, out, "svg" if fmt == "html" else "png", render, home) if figures else []
-    timing = timing_table(rs, *data["timing"])
+    timing = timing_table(rs, tables.timing_table(rs.results, rs.reference), data["timing"][2])
     provenance = provenance_rows(rs, fmt == "html")
     studies = tuning.rows(rs.results)
     return {"set": rs, "summary": summary(rs), "accuracy": data["accuracy"], "timing": timing, "studies": studies,
