@@ -211,3 +211,34 @@ def test_no_package_import_runs_against_the_layer_order():
     assert {b for a, b in edges if a in plugins} <= plugins | {"harness.api"}
     assert not {a for a, b in edges if b == "harness.api"} - plugins  # only plugins reach the facade
     assert {b for a, b in edges if a == "harness.api"} <= set(rank)  # the facade re-exports layered packages
+
+
+# JSON files other than result files that modules outside harness/store/ read themselves, each with what it is
+OTHER_JSON = {
+    "harness/data/text.py": "vocabulary files (SCAN's *_vocab.json)",
+    "harness/sources/howto_msrvtt.py": "MSR-VTT's caption annotations",
+    "harness/analysis/clusters.py": "the word list of a vocabulary",
+    "harness/bench.py": "asv's results and its benchmark list",
+    "harness/report/tables.py": "the options a folder's tables were written with (tables.json)",
+}
+
+
+def test_only_the_store_reads_result_files():
+    """Result files are read through harness.store.schema (read_result, load_results), which fills the defaults of
+    fields added since a file was written: a module elsewhere that parses a file's JSON itself must be reading
+    another kind of file, listed in OTHER_JSON with what it is."""
+    readers = set()
+    for path in sorted((ROOT / "harness").rglob("*.py")):
+        rel = path.relative_to(ROOT).as_posix()
+        if rel.startswith("harness/store/"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+                    isinstance(node.func.value, ast.Name) and node.func.value.id == "json" and \
+                    node.func.attr in ("load", "loads") and node.args:
+                arg = node.args[0]
+                reads_file = node.func.attr == "load" or (
+                    isinstance(arg, ast.Call) and isinstance(arg.func, ast.Attribute) and arg.func.attr == "read_text")
+                if reads_file:
+                    readers.add(rel)
+    assert readers == set(OTHER_JSON), f"read result files through harness.store.schema: {readers - set(OTHER_JSON)}"

@@ -117,7 +117,7 @@ def _written(path: Path, text: str) -> Path:
 @pytest.mark.parametrize("setup, needle", [
     (lambda d: d / "nothing.json", "no such result file or folder"),
     (lambda d: (d / "empty").mkdir() or d / "empty", "no result files (seed<k>.json)"),
-    (lambda d: _written(d / "seed0.json", "{}"), "not a run's result file"),
+    (lambda d: _written(d / "seed0.json", "{}"), "is not a result file of schema"),
     (lambda d: _written(d / "seed0.json", "{not json"), "cannot read the result file"),
 ])
 def test_bad_targets_are_one_error_line(tmp_path, capsys, setup, needle):

@@ -233,10 +233,7 @@ def result_records(targets: Sequence[str]) -> list[tuple[Path, dict[str, Any]]]:
                 raise ConfigError(f"{path}: no result files (seed<k>.json) in this folder or below it")
             records.update((Path(r["_path"]), r) for r in found if Path(r["_path"]) not in records)
         elif path.is_file():
-            try:
-                records.setdefault(path, json.loads(path.read_text()))
-            except (OSError, ValueError) as err:
-                raise ConfigError(f"cannot read the result file {path} ({err})") from None
+            records.setdefault(path, read_result(path))
         else:
             raise ConfigError(f"{path}: no such result file or folder; give result files (seed<k>.json) or "
                               "folders that hold them")
