@@ -2,8 +2,10 @@
 
 It runs one :class:`harness.run.grid.Job` (a JSON object: the run, the command's options) after another in this
 one process: from stdin, one job a line, each answered on stdout with one JSON line ``{"returncode",
-"last_line", "seconds"}``, the last line being the job's ``error:`` line (or the last line it wrote to stderr);
-or, with ``--job JSON``, the one job given, ending with its exit status (what a SLURM job runs). Exit statuses
+"last_line", "seconds", "trained", "results"}``, the last line being the job's ``error:`` line (or the last line it
+wrote to stderr), ``trained`` false when the run was found finished, ``results`` its result files; or, with
+``--job JSON [--reply PATH]``, the one job given, ending with its exit status, the same reply written to PATH (what
+a SLURM job runs: :class:`harness.run.slurm.RunJob` reads the reply, not the job's printed lines). Exit statuses
 are the command line's: 2 for bad input, 3 for a run that stopped. Keeping the process between runs saves each
 run's start (importing torch and the harness, building or loading the Sinkhorn kernels); every run still builds
 its data, model and generators from its own settings, exactly as a sequential ``harness run`` of several runs
@@ -17,18 +19,22 @@ import json
 import os
 import sys
 import time
+from typing import Any
 
 
-def run(text: str) -> int:
-    """Run the job ``text`` describes; its exit status, with the one ``error:`` line on stderr when it failed."""
+def run(text: str, reply: dict[str, Any] | None = None) -> int:
+    """Run the job ``text`` describes; its exit status, with the one ``error:`` line on stderr when it failed;
+    ``reply`` receives the job's answer (:func:`harness.run.grid.run_job`)."""
     from harness.errors import ConfigError, RunError, report
     from harness.run import grid
 
     try:
-        grid.run_job(grid.Job.from_json(text))
-        return 0
+        answer = grid.run_job(grid.Job.from_json(text))
     except (ConfigError, RunError) as err:
         return report(err)
+    if reply is not None:
+        reply.update(answer)
+    return 0
 
 
 def _last_line(text: str) -> str:
@@ -46,25 +52,39 @@ def serve() -> int:
     for line in sys.stdin:
         if not line.strip():
             continue
-        stderr = io.StringIO()
-        start = time.perf_counter()
-        with contextlib.redirect_stderr(stderr):
-            try:
-                code = run(line)
-            except Exception as exc:  # noqa: BLE001 - a bug in one run is that run's failure, reported as one line
-                code = 1
-                print(f"{type(exc).__name__}: {exc}", file=sys.stderr)
-        reply.write(json.dumps({"returncode": code, "last_line": _last_line(stderr.getvalue()),
-                                "seconds": time.perf_counter() - start}) + "\n")
+        reply.write(json.dumps(answer(line)) + "\n")
     return 0
+
+
+def answer(text: str, echo: bool = False) -> dict[str, Any]:
+    """Run one job and describe how it ended: ``returncode``, ``last_line`` (its error line), ``seconds``,
+    ``trained`` and ``results``; with ``echo``, what the job wrote to stderr is written there too (a SLURM job's
+    log)."""
+    stderr = io.StringIO()
+    start = time.perf_counter()
+    found: dict[str, Any] = {"trained": False, "results": []}
+    with contextlib.redirect_stderr(stderr):
+        try:
+            code = run(text, found)
+        except Exception as exc:  # noqa: BLE001 - a bug in one run is that run's failure, reported as one line
+            code = 1
+            print(f"{type(exc).__name__}: {exc}", file=sys.stderr)
+    if echo:
+        sys.stderr.write(stderr.getvalue())
+    return {"returncode": code, "last_line": _last_line(stderr.getvalue()), "seconds": time.perf_counter() - start,
+            **found}
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["--job"] and len(argv) == 2:
-        return run(argv[1])
+    if argv[:1] == ["--job"] and len(argv) in (2, 4) and (len(argv) == 2 or argv[2] == "--reply"):
+        found = answer(argv[1], echo=True)
+        if len(argv) == 4:
+            with open(argv[3], "w", encoding="utf-8") as f:
+                json.dump(found, f)
+        return int(found["returncode"])
     if argv:
-        print("usage: python -m harness.worker [--job JSON]  (without --job: one job a line on stdin)",
+        print("usage: python -m harness.worker [--job JSON [--reply PATH]]  (without --job: one job a line on stdin)",
               file=sys.stderr)
         return 2
     return serve()

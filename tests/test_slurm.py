@@ -7,6 +7,7 @@ import json
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -208,3 +209,18 @@ def test_a_jobs_state_and_reason(outcomes, record, problem, state, reason):
 
 def test_sacct_array_ids_are_expanded():
     assert slurm._expand("12_[0-2,5%4]") == ["12_0", "12_1", "12_2", "12_5"] and slurm._expand("7_3") == ["7_3"]
+
+
+def test_a_jobs_outcome_is_the_workers_reply_not_its_printed_lines(tiny_task, tmp_path):
+    """A SLURM job (RunJob) learns from the worker's reply file whether it trained its run and which result file it
+    wrote: a second job of the same run finds it finished and says so, whatever the lines it printed."""
+    out = tmp_path / "out"
+    replies = set(Path(tempfile.gettempdir()).glob("swamp-bench-reply-*.json"))
+    (run,) = plan.plan(tiny_task, [], [], ["contrastive"], [0], 1)
+    description = grid.job(run, grid.Grid(out=out, epochs=1), threads=1)
+    first = slurm.RunJob("first", slurm.worker_argv(description))()
+    assert first["returncode"] == 0 and first["trained"] and first["error"] == ""
+    assert first["results"] == [str(out / "tiny" / run.run_name / "seed0.json")]
+    second = slurm.RunJob("second", slurm.worker_argv(description))()
+    assert second["returncode"] == 0 and not second["trained"] and second["results"] == first["results"]
+    assert set(Path(tempfile.gettempdir()).glob("swamp-bench-reply-*.json")) == replies  # the replies are removed

@@ -94,9 +94,9 @@ def find_sets(folders: list[Path]) -> list[ResultSet]:
             raise ConfigError(f"{root} is not a folder; give folders that hold result files (<run>/seed<k>.json)")
         results = [r for r in load_results(root) if Path(r["_path"]).resolve() not in seen]
         seen |= {Path(r["_path"]).resolve() for r in results}
-        for s in model.sets(results, root):
-            found.append(ResultSet(s.task, s.folder, "", s.results, root=root,
-                                   machine=s.machine if s.several_machines else None))
+        for one in model.sets(results, root):
+            found.append(ResultSet(one.task, one.folder, "", one.results, root=root,
+                                   machine=one.machine if one.several_machines else None))
     if not found:
         raise ConfigError(f"no result files (<run>/seed<k>.json) under {', '.join(map(str, folders))}; "
                           "write some with `python -m harness run TASK --out FOLDER`")

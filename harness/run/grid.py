@@ -194,8 +194,12 @@ def job(run: Run, grid: Grid, threads: int | None) -> Job:
                **common)
 
 
-def run_job(job: Job) -> None:
-    """Run one :class:`Job` in this process, as ``run`` or ``rerun`` of that one run would, without tables."""
+SKIPPED = "_skipped"  # in a result dict (like _path, never written): found finished, not trained by this command
+
+
+def run_job(job: Job) -> dict[str, Any]:
+    """Run one :class:`Job` in this process, as ``run`` or ``rerun`` of that one run would, without tables; the
+    reply a worker sends back: whether it trained the run (False: found it finished) and its result file."""
     from harness.config import registry
 
     registry.set_include(list(job.include))
@@ -215,6 +219,10 @@ def run_job(job: Job) -> None:
     outcome = run(runs, grid, options(grid))
     if outcome.refused is not None:
         raise outcome.refused
+    if outcome.failed is not None:
+        raise outcome.failed
+    return {"trained": any(not r.get(SKIPPED) for r in outcome.results),
+            "results": [r["_path"] for r in outcome.results]}
 
 
 # --- runs rebuilt from result files (harness rerun) -----------------------------------------------------------
@@ -510,7 +518,7 @@ def _sequential(runs: list[Run], opts: runner.RunOptions) -> list[dict[str, Any]
         if done is not None:
             if opts.dist.is_main:
                 print(skip_line(tag, run, done))
-            results.append(done)
+            results.append({**done, SKIPPED: True})
             continue
         if data_key(run) != key:  # each dataset loaded when its first run comes, checked with all of its runs
             key = data_key(run)
@@ -556,7 +564,7 @@ def _run_locked(run: Run, data: Any, opts: runner.RunOptions, tag: str) -> dict[
     if opts.dist.is_main:
         how = "while this one waited" if waited else "since this command started"
         print(f"{tag}: finished by the other process {how}, skipped ({done['_path']})")
-    return done
+    return {**done, SKIPPED: True}
 
 
 # --- local and slurm: other processes -------------------------------------------------------------------------

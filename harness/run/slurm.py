@@ -22,6 +22,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,8 +35,6 @@ from tqdm.auto import tqdm
 
 from harness.errors import ConfigError
 
-SKIP_MARKS = ("finished earlier, skipped", "finished by the other process while this one waited, skipped",
-              "finished by the other process since this command started, skipped")
 RECORD = "jobs.jsonl"
 
 
@@ -69,7 +68,11 @@ class RunJob(Checkpointable):
             TorchDistributedEnvironment().export(set_cuda_visible_devices=False)
             env = dict(os.environ)
         started = time.perf_counter()
-        process = self._process = subprocess.Popen([sys.executable, *self.argv], env=env, stdout=subprocess.PIPE,
+        handle, name = tempfile.mkstemp(prefix="swamp-bench-reply-", suffix=".json")  # the worker's answer
+        os.close(handle)
+        reply = Path(name)
+        argv = [*self.argv, "--reply", str(reply)] if self.argv[:2] == ["-m", "harness.worker"] else self.argv
+        process = self._process = subprocess.Popen([sys.executable, *argv], env=env, stdout=subprocess.PIPE,
                                                    stderr=subprocess.STDOUT, text=True, bufsize=1)
         lines: list[str] = []
         try:
@@ -81,11 +84,14 @@ class RunJob(Checkpointable):
             code = process.wait()
         finally:
             self._stop()
+            answer = _reply(reply)
         if self._cancelled:
             raise RuntimeError(f"{self.label}: {CANCELLED_BY_SCANCEL}")
-        error = next((ln for ln in reversed(lines) if ln.startswith("error:")), "")
-        outcome = {"run": self.label, "returncode": code, "error": error, "seconds": time.perf_counter() - started,
-                   "trained": code == 0 and not any(mark in ln for ln in lines for mark in SKIP_MARKS)}
+        error = answer.get("last_line") or next((ln for ln in reversed(lines) if ln.startswith("error:")), "")
+        outcome = {"run": self.label, "returncode": code, "error": error if code else "",
+                   "seconds": time.perf_counter() - started,
+                   "trained": code == 0 and bool(answer.get("trained", "--reply" not in argv)),
+                   "results": answer.get("results", [])}
         if code != 0 and self.raise_on_failure:
             raise RuntimeError(f"{self.label}: worker exited with status {code}: {error or (lines or [''])[-1]}")
         return outcome
@@ -123,6 +129,17 @@ class RunJob(Checkpointable):
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
+
+
+def _reply(path: Path) -> dict[str, Any]:
+    """The worker's answer (``python -m harness.worker --job JSON --reply PATH``), the file removed; {} when the worker
+    wrote none (it was stopped, or ran another command)."""
+    try:
+        found: dict[str, Any] = json.loads(path.read_text(encoding="utf-8")) if path.stat().st_size else {}
+    except (OSError, ValueError):
+        found = {}
+    path.unlink(missing_ok=True)
+    return found
 
 
 CANCELLED_BY_SCANCEL = ("stopped by SLURM's SIGTERM while it ran (scancel, or its time limit); its last complete "
