@@ -10,7 +10,7 @@ import pytest
 
 from harness import cli
 from harness.errors import ConfigError
-from harness.report import claims, compare, model, site, tables
+from harness.report import claims, compare, figures, model, sets, tables
 from harness.store.schema import load_results
 from tests.conftest import ROOT
 
@@ -48,8 +48,8 @@ def test_the_table_the_site_and_the_ledger_show_one_ratio(tmp_path):
     ratio = model.timing_ratio([r for r in results if r["run_name"] == "scan@scorer=original"],
                                [r for r in results if r["run_name"] == "swamp_par"], "step")
     assert row["step / swamp_par"] == f"{ratio.value:.2f}×"
-    rs = site.ResultSet("flickr30k_shapes", FLICKR, "f", results, reference="swamp_par")
-    _, _, found = site.ratios(rs)
+    rs = sets.ResultSet("flickr30k_shapes", FLICKR, "f", results, reference="swamp_par")
+    _, _, found = figures.ratios(rs)
     assert next(r for r in found if r.name == "scan@scorer=original").ours["train step"] == ratio.value
     folder = tmp_path / "results" / "f"
     for name in ("scan@scorer=original", "swamp_par"):

@@ -12,7 +12,8 @@ from urllib.parse import unquote, urlparse
 import pytest
 
 from harness import cli
-from harness.report import site, tables
+from harness.report import figures, readings, site, tables, views
+from harness.report import sets as result_sets
 from harness.store.schema import load_results
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -166,7 +167,7 @@ def test_page_tables_are_the_harness_tables_of_the_result_files(runs, built):
 
 
 def test_the_headline_is_each_runs_selection_metric_over_seeds(runs):
-    (rs,) = site.find_sets([runs])
+    (rs,) = result_sets.find_sets([runs])
     metric, rows = site.headline(rs)
     assert metric == "test a2b/R@1"
     values = [r["metrics"]["a2b/R@1"] for r in rs.results if r["run_name"] == "contrastive"]
@@ -175,18 +176,18 @@ def test_the_headline_is_each_runs_selection_metric_over_seeds(runs):
 
 
 def test_the_reference_comes_from_the_committed_accuracy_table(runs):
-    (rs,) = site.find_sets([runs])
+    (rs,) = result_sets.find_sets([runs])
     assert (rs.reference, rs.test_stat) == ("contrastive", None)  # `run --reference contrastive` wrote the table
 
 
 def test_folders_of_one_task_get_pages_of_their_own(runs, tmp_path):
     for name in ("before", "after"):
         shutil.copytree(runs / "tiny", tmp_path / name / "tiny")
-    sets = site.find_sets([tmp_path])
+    sets = result_sets.find_sets([tmp_path])
     assert [s.slug for s in sets] == ["after-tiny", "before-tiny"]
     assert all(s.task == "tiny" and len(s.results) == 6 for s in sets)
     assert [s.name for s in sets] == [f"{tmp_path.name}/after/tiny", f"{tmp_path.name}/before/tiny"]
-    assert [o.slug for o in site.related(sets[0], sets)] == ["before-tiny"]  # the same task in another folder
+    assert [o.slug for o in readings.related(sets[0], sets)] == ["before-tiny"]  # the same task in another folder
 
 
 def test_markdown_pages_say_they_are_generated_and_link_what_they_show(runs, tmp_path):
@@ -203,7 +204,7 @@ def test_markdown_pages_say_they_are_generated_and_link_what_they_show(runs, tmp
 
 
 def _sorted_by_rank(cells: list[str]) -> list[str]:
-    ranks = [r[0] for r in site.sort_ranks([[c] for c in cells])]
+    ranks = [r[0] for r in views.sort_ranks([[c] for c in cells])]
     return [c for _, c in sorted(zip(ranks, cells), key=lambda pair: pair[0])]
 
 
@@ -220,7 +221,7 @@ def test_cells_sort_by_number_date_and_swept_value():
         ["contrastive", "swamp", "swamp@K=20", "swamp@K=200", "swamp@K=500", "swamp@K=2000", "swamp@K=3000"]
     assert _sorted_by_rank(["0, 1, 2, 3, 4", "0", "0, 1"]) == ["0", "0, 1", "0, 1, 2, 3, 4"]  # seed lists
     assert _sorted_by_rank(["1abb22f0", "0a648e4c"]) == ["0a648e4c", "1abb22f0"]  # commits are text
-    assert site.sort_ranks([["b", "2"], ["a", "2"], ["c", "10"]]) == [[1, 0], [0, 0], [2, 1]]  # ties share a rank
+    assert views.sort_ranks([["b", "2"], ["a", "2"], ["c", "10"]]) == [[1, 0], [0, 0], [2, 1]]  # ties share a rank
 
 
 def test_table_view_puts_the_method_and_ratios_first_and_folds_the_parts():
@@ -228,7 +229,7 @@ def test_table_view_puts_the_method_and_ratios_first_and_folds_the_parts():
               "test / a", "paper: step s", "paper: step / a", "paper: test s", "paper: test / a"]
     rows = [["b", "whole", "20", "25", "2.00×", "3.0", "1.0", "1.50×", "0.2", "2.0×", "4.0", "2.0×"],
             ["a", "whole", "10", "12", "1.00×", "2.0", "0.5", "1.00×", "0.1", "1.0×", "2.0", "1.0×"]]
-    view = site.table_view(header, rows, "timing")
+    view = views.table_view(header, rows, "timing")
     assert [h for h, _ in view["header"]] == [
         "method", "step / a", "paper: step / a", "test / a", "paper: test / a", "paper: step s", "paper: test s",
         "test protocol", "train step ms (median)", "p90 ms", "test s", "encode s"]
@@ -254,24 +255,24 @@ def _fake(run: str, method: str, seed: int = 0, history: list | None = None, var
 def test_learning_curves_hold_at_most_six_lines_per_panel():
     history = [{"epoch": e, "loss": 1.0 / e, "val/a2b/R@1": 10.0 * e} for e in (1, 2, 3)]
     results = [_fake(f"swamp@K={k}", "swamp", history=history, varied={"K": k}) for k in range(10, 140, 10)]
-    rs = site.ResultSet("toy", Path("toy"), "toy", results)
-    groups = site.curve_groups(rs)
+    rs = result_sets.ResultSet("toy", Path("toy"), "toy", results)
+    groups = figures.curve_groups(rs)
     assert [len(g) for g in groups] == [5, 4, 4]  # 13 runs: three rows, spread evenly
     assert groups[0][:3] == ["swamp@K=10", "swamp@K=20", "swamp@K=30"]  # in the order of the swept value
-    fig = site.curves_figure(rs)
-    assert len(fig.axes) == 6 and all(len(ax.get_lines()) <= site.MAX_LINES for ax in fig.axes)
+    fig = figures.curves_figure(rs)
+    assert len(fig.axes) == 6 and all(len(ax.get_lines()) <= figures.MAX_LINES for ax in fig.axes)
     assert sum(len(ax.get_lines()) for ax in fig.axes) == 2 * 13
 
 
 def test_sets_on_random_data_get_no_accuracy_figures():
     history = [{"epoch": e, "loss": 1.0 / e, "val/a2b/R@1": 10.0 * e} for e in (1, 2, 3)]
     results = [_fake(f"swamp@K={k}", "swamp", history=history, varied={"K": k}, timing_only=True) for k in (10, 20)]
-    rs = site.ResultSet("toy", Path("toy"), "toy", results)
-    assert rs.timing_only and site.sweep_figures(rs) == []
-    fig = site.curves_figure(rs)
+    rs = result_sets.ResultSet("toy", Path("toy"), "toy", results)
+    assert rs.timing_only and figures.sweep_figures(rs) == []
+    fig = figures.curves_figure(rs)
     assert [ax.get_ylabel() for ax in fig.axes] == ["training loss"]  # the loss alone, no validation R@1
-    real = site.ResultSet("toy", Path("toy"), "toy", [dict(r, dataset={"source": "real"}) for r in results])
-    assert [key for key, _ in site.sweep_figures(real)] == ["K"]
+    real = result_sets.ResultSet("toy", Path("toy"), "toy", [dict(r, dataset={"source": "real"}) for r in results])
+    assert [key for key, _ in figures.sweep_figures(real)] == ["K"]
 
 
 def test_the_paper_stands_beside_our_runs_only_on_the_task_s_own_data():
@@ -280,20 +281,20 @@ def test_the_paper_stands_beside_our_runs_only_on_the_task_s_own_data():
     results = [_fake("a", "a", published=published), _fake("b", "b", published=published),
                _fake("b@dataset.images=[64, 20, 100]", "b", varied={"dataset.images": [64, 20, 100]},
                      published=published)]
-    rs = site.ResultSet("toy", Path("toy"), "toy", results)
+    rs = result_sets.ResultSet("toy", Path("toy"), "toy", results)
     header, rows, note = site.timing_table(rs, tables.timing_table(results), [])
     cells = {row[0]: dict(zip(header, row)) for row in rows}
     assert cells["b"]["paper: test s"] == "300.00" and cells["b"]["paper: test / a"] == "150.0×"
     assert cells["b@dataset.images=[64, 20, 100]"]["paper: test s"] == "–"
     assert "dataset.images=[64, 20, 100]" in note[-1]
-    base, label, ratios = site.ratios(rs)
+    base, label, ratios = figures.ratios(rs)
     by_name = {r.name: r for r in ratios}
     assert (base, label) == ("a", "paper") and by_name["b"].paper["test"] == pytest.approx(150.0)
     assert by_name["b@dataset.images=[64, 20, 100]"].paper["test"] is None
     assert by_name["b"].ours["test"] == pytest.approx((1.0 + 1) / (1.0 + 1))  # 'a' and 'b': same name length
-    assert site.ratio_figure(rs) is not None
+    assert figures.ratio_figure(rs) is not None
     # no run on the task's data: no paper columns at all
-    only = site.ResultSet("toy", Path("toy"), "toy", results[2:])
+    only = result_sets.ResultSet("toy", Path("toy"), "toy", results[2:])
     header, rows, note = site.timing_table(only, tables.timing_table(results[2:]), [])
     assert not any(h.startswith("paper") for h in header) and note[-1].startswith("No paper columns")
 
@@ -308,7 +309,7 @@ def test_a_renamed_header_or_a_marked_row_leaves_the_page_correct(monkeypatch):
     results = [_fake("a", "a", published=published), _fake("b", "b", published=published),
                _fake("b@dataset.images=[64, 20, 100]", "b", varied={"dataset.images": [64, 20, 100]},
                      published=published)]
-    rs = site.ResultSet("toy", Path("toy"), "toy", results)
+    rs = result_sets.ResultSet("toy", Path("toy"), "toy", results)
     header, rows, note = site.timing_table(rs, tables.timing_table(results), [])
     cells = {row[0]: dict(zip(header, row)) for row in rows}
     assert cells["b [busy machine]"]["test s (published by paper)"] == "300.00"
@@ -317,10 +318,10 @@ def test_a_renamed_header_or_a_marked_row_leaves_the_page_correct(monkeypatch):
 
 
 def test_pages_show_the_folder_s_notes_and_link_their_readings(runs, built):
-    (rs,) = site.find_sets([runs])
+    (rs,) = result_sets.find_sets([runs])
     assert rs.name == "results/tiny"
-    assert [n.name for n in site.notes(rs)] == ["README.md"]
-    assert [r.name for r in site.readings(rs)] == ["tiny-reading.md"]  # not 'unrelated.md' (results/tiny_other)
+    assert [n.name for n in readings.notes(rs)] == ["README.md"]
+    assert [r.name for r in readings.readings(rs)] == ["tiny-reading.md"]  # not 'unrelated.md' (results/tiny_other)
     text = (built / "tiny.html").read_text()
     assert '<h3 id="tiny-runs">Tiny runs</h3>' in text and "<em>for the test</em>" in text
     assert "<li>two &lt;b&gt;</li>" in text  # the note's text is escaped
@@ -449,7 +450,7 @@ def test_a_folder_of_cpu_and_gpu_runs_gets_a_page_per_machine(tmp_path):
     data["environment"]["hardware"].update(device="cuda", gpu={"name": "NVIDIA H100 80GB HBM3"})
     data["metrics"]["a2b/R@1"] = 1.0  # a value no CPU seed has, so that an average across machines would show
     gpu.write_text(json.dumps(data))
-    sets = site.find_sets([tmp_path / "results"])
+    sets = result_sets.find_sets([tmp_path / "results"])
     assert len(sets) == 2 and len({s.slug for s in sets}) == 2
     by_device = {s.results[0]["environment"]["hardware"]["device"]: s for s in sets}
     assert {r["environment"]["hardware"]["device"] for r in by_device["cpu"].results} == {"cpu"}
