@@ -220,6 +220,7 @@ OTHER_JSON = {
     "harness/analysis/clusters.py": "the word list of a vocabulary",
     "harness/bench.py": "asv's results and its benchmark list",
     "harness/report/tables.py": "the options a folder's tables were written with (tables.json)",
+    "harness/run/slurm.py": "a SLURM job's worker's reply (harness.worker --reply)",
 }
 
 
@@ -242,3 +243,24 @@ def test_only_the_store_reads_result_files():
                 if reads_file:
                     readers.add(rel)
     assert readers == set(OTHER_JSON), f"read result files through harness.store.schema: {readers - set(OTHER_JSON)}"
+
+
+def test_no_module_uses_another_modules_private_names():
+    """A name with a leading underscore stays in its module: a module that another one needs is made public
+    (the report layer's helpers: tables.mean_std, tables.baseline_run, readings.links_from, ...)."""
+    found = []
+    for path in sorted((ROOT / "harness").rglob("*.py")) + sorted((ROOT / "baselines").glob("*.py")):
+        tree = ast.parse(path.read_text())
+        modules = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] in ("harness", "baselines"):
+                for alias in node.names:
+                    if alias.name.startswith("_") and not alias.name.startswith("__"):
+                        found.append(f"{path.relative_to(ROOT)}: from {node.module} import {alias.name}")
+                    elif (ROOT / node.module.replace(".", "/") / f"{alias.name}.py").is_file():
+                        modules.add(alias.asname or alias.name)  # a module of a package
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in modules \
+                    and node.attr.startswith("_") and not node.attr.startswith("__"):
+                found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {node.value.id}.{node.attr}")
+    assert not found, "\n".join(found)

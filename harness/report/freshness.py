@@ -143,7 +143,7 @@ def changed_functions(old: str, new: str) -> tuple[str, ...]:
     added and removed ones included; module-level statements outside functions count as ``<module>``."""
     def table(text: str) -> dict[str, str]:
         try:
-            tree = ex._strip_docstrings(ast.parse(text))
+            tree = ex.strip_docstrings(ast.parse(text))
         except SyntaxError:
             return {"<module>": text}
         out: dict[str, str] = {}

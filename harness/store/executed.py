@@ -126,7 +126,7 @@ def file_sha256(path: Path) -> str:
     return _FILE_CACHE[key]
 
 
-def _strip_docstrings(tree: ast.AST) -> ast.AST:
+def strip_docstrings(tree: ast.AST) -> ast.AST:
     for node in ast.walk(tree):
         if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
             body = node.body
@@ -143,7 +143,7 @@ def normalized_source(text: str, suffix: str = ".py") -> str:
     if suffix != ".py":
         return text
     try:
-        return ast.dump(_strip_docstrings(ast.parse(text)), annotate_fields=False, include_attributes=False)
+        return ast.dump(strip_docstrings(ast.parse(text)), annotate_fields=False, include_attributes=False)
     except SyntaxError:
         return text
 
