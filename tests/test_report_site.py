@@ -229,7 +229,7 @@ def test_table_view_puts_the_method_and_ratios_first_and_folds_the_parts():
               "test / a", "paper: step s", "paper: step / a", "paper: test s", "paper: test / a"]
     rows = [["b", "whole", "20", "25", "2.00×", "3.0", "1.0", "1.50×", "0.2", "2.0×", "4.0", "2.0×"],
             ["a", "whole", "10", "12", "1.00×", "2.0", "0.5", "1.00×", "0.1", "1.0×", "2.0", "1.0×"]]
-    view = views.table_view(header, rows, "timing")
+    view = views.table_view(header, rows, "timing", ratios={4: 9, 7: 11}, published=[8, 9, 10, 11])
     assert [h for h, _ in view["header"]] == [
         "method", "step / a", "paper: step / a", "test / a", "paper: test / a", "paper: step s", "paper: test s",
         "test protocol", "train step ms (median)", "p90 ms", "test s", "encode s"]
@@ -282,8 +282,8 @@ def test_the_paper_stands_beside_our_runs_only_on_the_task_s_own_data():
                _fake("b@dataset.images=[64, 20, 100]", "b", varied={"dataset.images": [64, 20, 100]},
                      published=published)]
     rs = result_sets.ResultSet("toy", Path("toy"), "toy", results)
-    header, rows, note = site.timing_table(rs, tables.timing_table(results), [])
-    cells = {row[0]: dict(zip(header, row)) for row in rows}
+    table, note = site.timing_table(rs, tables.timing_table(results), [])
+    cells = {row[0]: dict(zip(table.header, row)) for row in table.rows}
     assert cells["b"]["paper: test s"] == "300.00" and cells["b"]["paper: test / a"] == "150.0×"
     assert cells["b@dataset.images=[64, 20, 100]"]["paper: test s"] == "–"
     assert "dataset.images=[64, 20, 100]" in note[-1]
@@ -295,8 +295,9 @@ def test_the_paper_stands_beside_our_runs_only_on_the_task_s_own_data():
     assert figures.ratio_figure(rs) is not None
     # no run on the task's data: no paper columns at all
     only = result_sets.ResultSet("toy", Path("toy"), "toy", results[2:])
-    header, rows, note = site.timing_table(only, tables.timing_table(results[2:]), [])
-    assert not any(h.startswith("paper") for h in header) and note[-1].startswith("No paper columns")
+    table, note = site.timing_table(only, tables.timing_table(results[2:]), [])
+    assert not any(h.startswith("paper") for h in table.header) and note[-1].startswith("No paper columns")
+    assert not table.published and all(theirs is None for theirs in table.ratios.values())
 
 
 def test_a_renamed_header_or_a_marked_row_leaves_the_page_correct(monkeypatch):
@@ -310,8 +311,11 @@ def test_a_renamed_header_or_a_marked_row_leaves_the_page_correct(monkeypatch):
                _fake("b@dataset.images=[64, 20, 100]", "b", varied={"dataset.images": [64, 20, 100]},
                      published=published)]
     rs = result_sets.ResultSet("toy", Path("toy"), "toy", results)
-    header, rows, note = site.timing_table(rs, tables.timing_table(results), [])
-    cells = {row[0]: dict(zip(header, row)) for row in rows}
+    table, note = site.timing_table(rs, tables.timing_table(results), [])
+    cells = {row[0]: dict(zip(table.header, row)) for row in table.rows}
+    view = views.table_view(table.header, table.rows, "timing", table.ratios, table.published)
+    shown = [h for h, _ in view["header"]]
+    assert shown[:3] == ["method", "step / a", "step / a (published by paper)"]  # our ratio, then the paper's
     assert cells["b [busy machine]"]["test s (published by paper)"] == "300.00"
     assert cells["b@dataset.images=[64, 20, 100] [busy machine]"]["test s (published by paper)"] == "–"
     assert "dataset.images=[64, 20, 100]" in note[-1]

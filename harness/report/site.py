@@ -16,6 +16,7 @@ the same pages as Markdown that link to the result files where they lie (for ``d
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import functools
 import shutil
 import time
@@ -161,15 +162,14 @@ def downloads(rs: ResultSet, out: Path, fmt: str, data: dict[str, Any], home: Pa
     return {"files": files, "tables": table_links, "clusters": clusters}
 
 
-def timing_table(rs: ResultSet, table: tables.TimingTable,
-                 footnote: list[str]) -> tuple[list[str], list[list[str]], list[str]]:
+def timing_table(rs: ResultSet, table: tables.TimingTable, footnote: list[str]) -> tuple[tables.TimingTable, list[str]]:
     """The timing table as a page shows it: the paper's cells of a run left empty ('–') when the run used data
     other than its task file's (the data the paper's times are for, e.g. a 100-image cut beside the paper's full
     test split), with a note naming the setting; the paper's columns dropped when no run keeps any. Which row is
     which run and which columns are the paper's come with the table (:class:`harness.report.tables.TimingTable`)."""
-    header, paper = list(table.header), table.published
+    paper = table.published
     if not paper:
-        return header, table.rows, footnote
+        return table, footnote
     resized = {}
     rows = [list(row) for row in table.rows]
     for row, name in zip(rows, table.runs):
@@ -179,16 +179,18 @@ def timing_table(rs: ResultSet, table: tables.TimingTable,
             for i in paper:
                 row[i] = "–"
     if not resized:
-        return header, rows, footnote
+        return table, footnote
     label = (rs.results[0].get("reference") or {}).get("timing", {}).get("label", "published")
     note = (f"{label}: left empty for runs on data other than the task file's, which the published times are for "
             f"({'; '.join(f'{name}: {v}' for name, v in resized.items())}).")
-    if len(resized) == len(set(table.runs)):
-        keep = [i for i in range(len(header)) if i not in paper]
-        header, rows = [header[i] for i in keep], [[row[i] for i in keep] for row in rows]
-        note = (f"No {label} columns: every run used data other than the task file's, which the published times "
-                f"are for ({'; '.join(sorted(set(resized.values())))}).")
-    return header, rows, [*footnote, note]
+    if len(resized) < len(set(table.runs)):
+        return dataclasses.replace(table, rows=rows), [*footnote, note]
+    keep = [i for i in range(len(table.header)) if i not in paper]
+    moved = {old: new for new, old in enumerate(keep)}
+    note = (f"No {label} columns: every run used data other than the task file's, which the published times "
+            f"are for ({'; '.join(sorted(set(resized.values())))}).")
+    return tables.TimingTable([table.header[i] for i in keep], [[row[i] for i in keep] for row in rows], table.runs,
+                              [], {moved[i]: None for i in table.ratios}), [*footnote, note]
 
 
 def page(rs: ResultSet, out: Path, fmt: str, figures: bool = True, render: bool = True,
@@ -196,14 +198,15 @@ def page(rs: ResultSet, out: Path, fmt: str, figures: bool = True, render: bool 
     """Everything a set's page shows, computed once."""
     data = tables.table_data(rs.results, rs.reference, rs.test_stat)
     rs.figures = draw_figures(rs, out, "svg" if fmt == "html" else "png", render, home) if figures else []
-    timing = timing_table(rs, tables.timing_table(rs.results, rs.reference), data["timing"][2])
+    timing, timing_notes = timing_table(rs, tables.timing_table(rs.results, rs.reference), data["timing"][2])
     provenance = provenance_rows(rs, fmt == "html")
     studies = tuning.rows(rs.results)
-    return {"set": rs, "summary": summary(rs), "accuracy": data["accuracy"], "timing": timing, "studies": studies,
+    return {"set": rs, "summary": summary(rs), "accuracy": data["accuracy"],
+            "timing": (timing.header, timing.rows, timing_notes), "studies": studies,
             "provenance": provenance, "figures": rs.figures, "links": downloads(rs, out, fmt, data, home),
             "headline": headline(rs),
             "views": {"accuracy": table_view(*data["accuracy"][:2], "accuracy"),
-                      "timing": table_view(*timing[:2], "timing"),
+                      "timing": table_view(timing.header, timing.rows, "timing", timing.ratios, timing.published),
                       "studies": table_view(*studies[:2], "studies"),
                       "provenance": table_view(*provenance, "provenance")}}
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import statistics
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -298,6 +298,7 @@ class TimingTable:
     rows: list[list[str]]
     runs: list[str]  # the run name of each row
     published: list[int]  # indices of the published columns
+    ratios: dict[int, int | None] = field(default_factory=dict)  # our ratio columns -> the paper's ratio of the same
 
 
 def timing_rows(results: list[dict[str, Any]], reference: str | None = None) -> tuple[list[str], list[list[str]]]:
@@ -328,8 +329,10 @@ def timing_table(results: list[dict[str, Any]], reference: str | None = None) ->
         header[11:11] = ["as released: test s", "pair encode s", "loss s"]
     ref_label = published.get("label", "published")
     columns: list[int] = []
+    ratios: dict[int, int | None] = {5: None, 10: None}  # step / base, test / base
     if published.get("methods"):
         columns = list(range(len(header), len(header) + 4))
+        ratios = {5: columns[1], 10: columns[3]}
         header += [PUBLISHED_COLUMN.format(label=ref_label, what=what)
                    for what in ("step s", f"step / {base}", "test s", f"test / {base}")]
     rows, names = [], []
@@ -341,7 +344,7 @@ def timing_table(results: list[dict[str, Any]], reference: str | None = None) ->
                 row[11:11] = _pair_pass_cells(runs, tag)
             rows.append(row + _published_cells(published, runs[0]["method"], groups[base][0]["method"], tag))
             names.append(name)
-    return TimingTable(header, rows, names, columns)
+    return TimingTable(header, rows, names, columns, ratios)
 
 
 PUBLISHED_COLUMN = "{label}: {what}"  # the header of a published timing column ('paper: test s')

@@ -73,20 +73,18 @@ SECONDARY = ("p90 ms", "epoch s", "encode s", "score s", "rank s", "as released:
 NAME_COLUMNS = ("method", "run")
 
 
-def table_view(header: list[str], rows: list[list[str]], name: str = "") -> dict[str, Any]:
+def table_view(header: list[str], rows: list[list[str]], name: str = "", ratios: dict[int, int | None] | None = None,
+               published: list[int] | None = None) -> dict[str, Any]:
     """A table as the site shows it: the method (or run) column first and sticky, then the ratio columns, ours
-    beside the paper's ('step / X', 'paper: step / X', ...), then the paper's times and the rest in table order;
-    the SECONDARY columns folded. Each cell carries its rank in its column (:func:`sort_ranks`)."""
+    beside the paper's (``ratios``: our ratio column -> the paper's of the same quantity, or None), then the paper's
+    other columns (``published``) and the rest in table order; the SECONDARY columns folded. Each cell carries its
+    rank in its column (:func:`sort_ranks`). Which column is which comes from the table, never from its header."""
     ranks = sort_ranks(rows)
     first = [i for i, h in enumerate(header) if h in NAME_COLUMNS][:1]
-    ours = [i for i, h in enumerate(header) if " / " in h and ":" not in h]
-    paper = [i for i, h in enumerate(header) if ":" in h and not h.startswith("as released")]
-    ratios = []
-    for i in ours:  # each of our ratios, then the paper's ratio of the same quantity
-        ratios.append(i)
-        ratios += [j for j in paper if header[j].split(": ", 1)[1] == header[i] and j not in ratios]
-    ratios += [j for j in paper if " / " in header[j] and j not in ratios]
-    lead = first + ratios + [j for j in paper if j not in ratios]
+    order_ratios: list[int] = []
+    for ours, theirs in (ratios or {}).items():  # each of our ratios, then the paper's ratio of the same quantity
+        order_ratios += [ours] + ([theirs] if theirs is not None else [])
+    lead = first + order_ratios + [j for j in (published or []) if j not in order_ratios]
     order = lead + [i for i in range(len(header)) if i not in lead]
 
     def cls(i: int) -> str:
