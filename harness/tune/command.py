@@ -126,7 +126,10 @@ def final_runs(args: argparse.Namespace, found: list[studies.Study], records: di
         r = records[s.method]
         extra = studies.final_overrides(s, r["best"], s.dims())
         base, spec = s.spec(), s.spec(extra)
-        varied = plans.ordered(plans.diff(base.resolved(s.method), spec.resolved(s.method)))
+        present = plans.flatten(spec.resolved(s.method))
+        # an encoder given another type drops the old type's keys: they are no settings of this run (as plan.plan)
+        varied = plans.ordered({k: v for k, v in plans.diff(base.resolved(s.method), spec.resolved(s.method)).items()
+                                if v is not None or k in present or f"method.{k}" in present})
         for seed in seeds:
             run = Run(spec, s.method, f"{s.method}@tuned", varied, seed)
             run_opts = runner.RunOptions(device=opts.device, out=Path(args.out), progress=not args.no_progress,
