@@ -27,7 +27,7 @@ from urllib.parse import quote
 
 from harness.errors import ConfigError
 from harness.report import freshness as fr
-from harness.report import markdown, tables, tuning
+from harness.report import markdown, model, tables, tuning
 from harness.report.figures import draw_figures
 from harness.report.readings import links_from, note_name, notes, project_root, readings, related, write_readings
 from harness.report.sets import ResultSet, data_settings, find_sets, relative
@@ -67,12 +67,6 @@ def data_line(results: list[dict[str, Any]]) -> str:
         " (random data in a real dataset's shapes)" if d.get("timing_only") else "")
 
 
-def machine(result: dict[str, Any]) -> str:
-    hw = result["environment"]["hardware"]
-    gpu = (hw.get("gpu") or {}).get("name")
-    return gpu or f"{hw['cpu']} ({hw['cores']} cores)"
-
-
 def command(result: dict[str, Any]) -> str:
     """The command that wrote the run, as recorded; paths outside the project shortened to their last part."""
     argv = result["environment"].get("argv") or []
@@ -93,7 +87,7 @@ def provenance_rows(rs: ResultSet, with_code: bool = True) -> tuple[list[str], l
         commit = (git.get("commit") or "?")[:10] + (" (dirty)" if fr.uncommitted(r) else "")
         code = [fr.judge(r, _checkout()).label()] if with_code else []
         wall = r.get("wall_s")
-        rows.append([r["run_name"], str(r["seed"]), machine(r), env["hardware"]["device"],
+        rows.append([r["run_name"], str(r["seed"]), model.hardware_name(r), env["hardware"]["device"],
                      str(env["hardware"].get("torch_threads", "?")), tables.precision_of(r), env["versions"]["torch"],
                      commit, *code, str(env.get("date", "?"))[:19], "–" if wall is None else f"{wall:.1f}",
                      command(r)])
@@ -110,7 +104,7 @@ def summary(rs: ResultSet) -> dict[str, Any]:
     seeds = sorted({r["seed"] for r in rs.results})
     return {"task": rs.task, "version": ", ".join(sorted({str(r["task_version"]) for r in rs.results})),
             "folder": rs.folder, "data": data_line(rs.results), "files": len(rs.results), "runs": list(rs.runs),
-            "seeds": ", ".join(map(str, seeds)), "machines": sorted({machine(r) for r in rs.results}),
+            "seeds": ", ".join(map(str, seeds)), "machines": sorted({model.hardware_name(r) for r in rs.results}),
             "newest": max(str(r["environment"].get("date", "")) for r in rs.results)[:10] or "?",
             "hardware": tables.hardware_line(rs.results)}
 
