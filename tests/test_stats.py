@@ -183,3 +183,8 @@ def test_map_is_tested_through_per_query_average_precisions():
     assert boot.ci[0] >= 0.0  # every resample gains or ties
     same = stats.paired_bootstrap({"k": ap}, {"k": ap}, [], n_resamples=500)
     assert (same.diff, same.p) == (0.0, 1.0)
+
+
+def test_p_values_are_written_one_way():
+    assert [stats.p_text(p) for p in (0.04567, 0.001, 0.000999)] == ["0.046", "0.001", "<0.001"]
+    assert [stats.p_text(p, relation=True) for p in (0.2, 1e-9)] == ["= 0.200", "< 0.001"]

@@ -292,7 +292,7 @@ def _difference(base: dict[str, Any], claim: dict[str, Any], spec: dict[str, Any
         how = "paired bootstrap over test queries, 1 seed" if boot else "1 seed, no per-query ranks"
     interval = f"[{ci[0]:+.2f}, {ci[1]:+.2f}]" if ci and all(math.isfinite(c) for c in ci) else ""
     sign = 1 if expect == "higher" else -1
-    p_text = "no test" if p is None else f"p = {p:.3f}" if p >= 0.001 else "p < 0.001"
+    p_text = "no test" if p is None else f"p {stats.p_text(p, relation=True)}"
     what = f"{metric} of {spec['of']} against {spec['to']}"
     if diff * sign > 0 and p is not None and p < alpha:
         verdict, why = REPRODUCED, f"{what}: {expect} as the paper says, {p_text} ({how})"

@@ -125,7 +125,7 @@ def _cell(s: stats.Summary) -> str:
 
 def render(changes: Sequence[Change], fmt: str = "simple", only_flagged: bool = False) -> str:
     rows = [[c.task, c.run, c.metric, _cell(c.old), _cell(c.new), f"{c.diff:+.2f}", c.test or "—",
-             "—" if c.p is None or math.isnan(c.p) else f"{c.p:.3g}", "CHANGED" if c.flagged else ""]
+             "—" if c.p is None or math.isnan(c.p) else stats.p_text(c.p), "CHANGED" if c.flagged else ""]
             for c in changes if c.flagged or not only_flagged]
     table: str = tabulate(rows, ["task", "run", "metric", "OLD", "NEW", "Δ", "test", "p", ""], tablefmt=fmt,
                           disable_numparse=True)
@@ -153,5 +153,5 @@ def cmd(args: argparse.Namespace) -> int:
     flagged = [c for c in changes if c.flagged]
     print(f"\ncompare: {len(flagged)} of {len(changes)} metric(s) changed (p < {args.alpha} and |Δ| >= "
           f"{args.min_diff})" + "".join(f"\n  {c.task}/{c.run} {c.metric}: {c.old.mean:.2f} -> {c.new.mean:.2f} "
-                                       f"({c.test}, p = {c.p:.3g})" for c in flagged))
+                                       f"({c.test}, p {stats.p_text(c.p, relation=True)})" for c in flagged))
     return 1 if flagged and args.fail_on_change else 0

@@ -254,3 +254,11 @@ def compare_runs(runs: Sequence[Mapping[str, Any]], reference: Sequence[Mapping[
                               f"{err}") from None
     ps = [b.p for b in boots.values()]
     return Comparison(test, boots, max(ps) if ps else None, sum(p < alpha for p in ps))
+
+
+def p_text(p: float, relation: bool = False) -> str:
+    """A p-value as every table and the ledger write it: '0.012', '<0.001' below 0.001; with ``relation``,
+    '= 0.012' or '< 0.001' (to follow a 'p')."""
+    if p < 0.001:
+        return "< 0.001" if relation else "<0.001"
+    return f"= {p:.3f}" if relation else f"{p:.3f}"

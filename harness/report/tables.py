@@ -165,7 +165,7 @@ def _significance_cells(runs: list[dict[str, Any]], ref_runs: list[dict[str, Any
 
 
 def _p(p: float | None) -> str:
-    return "–" if p is None else "<0.001" if p < 0.001 else f"{p:.3f}"
+    return "–" if p is None else stats.p_text(p)
 
 
 def tuned_trials(result: dict[str, Any]) -> int | None:
