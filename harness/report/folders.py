@@ -53,7 +53,7 @@ def show(folder: Path, results: list[dict[str, Any]], reference: str | None, tes
     """Print and write the tables of every result file in ``folder`` (this command's ``results`` and those
     already there), with the command's --reference/--test-stat or else the ones the folder's tables record;
     runs timed on another machine keep the folder's tables from being written (they are printed apart)."""
-    everything = [r for r in load_results(folder) if Path(r["_path"]).parent.parent == folder] or results
+    everything = [r for r in load_results(folder) if model.owner(r) == folder] or results
     recorded = tables.recorded_for(folder, everything)
     if reference is None and test_stat is None and recorded is not None and recorded.split == "test":
         reference, test_stat = recorded.reference, recorded.test_stat

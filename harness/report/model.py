@@ -65,6 +65,12 @@ def one_machine(results: list[dict[str, Any]], what: str) -> str:
     return next(iter(machines), "")
 
 
+def owner(result: dict[str, Any]) -> Path:
+    """The folder a result belongs to, whose tables and page it appears in: the one holding its run's folder
+    (``<out>/<task>`` for ``harness run --out OUT``)."""
+    return Path(result["_path"]).parent.parent
+
+
 def folds(tag: str) -> int:
     """The number of folds of a protocol's timing-key suffix ('' whole split: 1; '@5folds': 5)."""
     return int(tag[1:-len("folds")]) if tag else 1
@@ -175,7 +181,7 @@ def sets(results: Iterable[dict[str, Any]], root: Path | None = None) -> list[Re
     then folder, in the machines' first-seen order."""
     grouped: dict[tuple[Path, str], list[dict[str, Any]]] = defaultdict(list)
     for r in results:
-        grouped[(Path(r["_path"]).parent.parent, r["task"])].append(r)
+        grouped[(owner(r), r["task"])].append(r)
     out = []
     for (folder, task), found in sorted(grouped.items(), key=lambda kv: (kv[0][1], str(kv[0][0]))):
         machines = by_machine(found)

@@ -660,5 +660,5 @@ def table_folders(results: list[dict[str, Any]]) -> dict[Path, list[dict[str, An
     tables belong in: the folder holding each run's folder (``<out>/<task>`` for ``run --out OUT``)."""
     folders: dict[Path, list[dict[str, Any]]] = defaultdict(list)
     for r in results:
-        folders[Path(r["_path"]).parent.parent].append(r)
+        folders[model.owner(r)].append(r)
     return dict(sorted(folders.items()))
