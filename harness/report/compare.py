@@ -153,5 +153,5 @@ def cmd(args: argparse.Namespace) -> int:
     flagged = [c for c in changes if c.flagged]
     print(f"\ncompare: {len(flagged)} of {len(changes)} metric(s) changed (p < {args.alpha} and |Δ| >= "
           f"{args.min_diff})" + "".join(f"\n  {c.task}/{c.run} {c.metric}: {c.old.mean:.2f} -> {c.new.mean:.2f} "
-                                       f"({c.test}, p {stats.p_text(c.p, relation=True)})" for c in flagged))
+                                       f"({c.test}, p {stats.p_text(c.p or 0.0, relation=True)})" for c in flagged))
     return 1 if flagged and args.fail_on_change else 0
