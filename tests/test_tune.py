@@ -53,6 +53,7 @@ def test_search_spaces_are_read_from_the_declarations():
     assert "temperature" in infonce and "margin" not in infonce
     cca = dims(ROOT / "tasks" / "wikipedia.yaml", "cca")
     assert cca["dim"].integer and cca["reg"].space.log  # closed form: tuned like any other setting
+    assert set(cca) == {"dim", "reg"}  # it uses no encoders and no training settings: nothing else is searched
 
 
 def test_a_task_block_narrows_switches_on_and_off(tmp_path):

@@ -109,11 +109,16 @@ class Dimension:
 
 
 def _parts(spec: TaskSpec, method: str) -> list[tuple[str, type, Any]]:
-    """(part, parameter class, current parameters) of the method's training, encoders and method."""
+    """(part, parameter class, current parameters) of the method's training, encoders and method; a method fitted
+    in closed form (``trains_by_gradient = False``: CCA, identity) uses neither training settings nor encoders, so
+    only its own settings are searched."""
     m = spec.methods[method]
+    cls = METHODS.get(m.method, method)
+    own = [("method", cls.Params, m.params)]
+    if not cls.trains_by_gradient:
+        return own
     return [("train", TrainSpec, m.train),
-            *((f"encoders.{k}", type(e.params), e.params) for k, e in spec.encoders.items()),
-            ("method", METHODS.get(m.method, method).Params, m.params)]
+            *((f"encoders.{k}", type(e.params), e.params) for k, e in spec.encoders.items()), *own]
 
 
 def _is_integer(hint: Any) -> bool:
@@ -157,7 +162,10 @@ def dimensions(spec: TaskSpec, method: str, warnings: list[str] | None = None) -
                 if warned is not None and warnings is not None:
                     warnings.append(warned)
                 found.append(dim)
-    others = [k for k in entries if k not in used and not _names_other_method(k, spec, method)]
+    closed_form = not METHODS.get(spec.methods[method].method, method).trains_by_gradient
+    shared = ("train.", "encoders.", f"{method}.train.")  # settings a closed-form fit does not have
+    others = [k for k in entries if k not in used and not _names_other_method(k, spec, method)
+              and not (closed_form and k.startswith(shared))]
     if others:
         known = [_entry_key(p, method, P.yaml_key(f)) for p, cls, _ in _parts(spec, method)
                  for f in dataclasses.fields(cls)]
