@@ -134,6 +134,7 @@ def build_parser() -> argparse.ArgumentParser:
                       help="SLURM options over the task file's launcher.slurm section (docs/slurm.md)")
     tune.add_argument("--no-final", action="store_true", help="run the studies only; no tuned runs")
     tune.add_argument("--studies-only", action="store_true", help=argparse.SUPPRESS)  # a worker of local/slurm
+    tune.add_argument("--worker", type=int, default=0, help=argparse.SUPPRESS)  # its number (seeds its sampler)
     rerun = sub.add_parser("rerun", help="run again what result files record, from their own settings; --check: "
                                          "compare the metrics", parents=[plugins, grid])
     rerun.add_argument("results", nargs="+", metavar="RESULT",

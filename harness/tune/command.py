@@ -70,7 +70,7 @@ def cmd(args: argparse.Namespace) -> int:
         for s in found:
             with tqdm(total=s.trials if s.dims() else 1, desc=f"tune {s.method}", unit="trial",
                       disable=args.no_progress, dynamic_ncols=True) as bar:
-                studies.work(s, data, trial_opts, bar)
+                studies.work(s, data, trial_opts, bar, worker=args.worker)
         if args.studies_only:
             return 0
     else:
@@ -149,11 +149,12 @@ def final_runs(args: argparse.Namespace, found: list[studies.Study], records: di
     return 0
 
 
-def worker_argv(args: argparse.Namespace, threads: int | None) -> list[str]:
-    """The words after ``python`` of a worker: this command with ``--studies-only`` in one process."""
+def worker_argv(args: argparse.Namespace, threads: int | None, worker: int) -> list[str]:
+    """The words after ``python`` of worker number ``worker``: this command with ``--studies-only`` in one
+    process."""
     words = ["-m", "harness", "tune", str(args.task), "--methods", args.methods, "--seeds", args.seeds,
              "--out", str(args.out), "--device", args.device, "--launcher", "sequential", "--studies-only",
-             "--no-progress"]
+             "--no-progress", "--worker", str(worker)]
     words += ["--trials", str(args.trials)] if args.trials is not None else []
     words += ["--seconds-per-method", str(args.seconds_per_method)] if args.seconds_per_method is not None else []
     words += ["--study-seed", str(args.study_seed)] if args.study_seed is not None else []
@@ -179,12 +180,13 @@ def launch_workers(args: argparse.Namespace, found: list[studies.Study]) -> None
         from harness.run.launcher import default_threads
 
         threads = args.threads or default_threads(jobs)
-        argv = worker_argv(args, threads)
-        print(f"tuning with {jobs} worker processes ({threads} threads each): python {shlex.join(argv)}")
+        print(f"tuning with {jobs} worker processes ({threads} threads each): "
+              f"python {shlex.join(worker_argv(args, threads, 1))} (and --worker 2 ...)")
         procs = []
         for i in range(jobs):
             with open(logs / f"worker{i}.log", "w") as log:
-                procs.append(subprocess.Popen([sys.executable, *argv], stdout=subprocess.DEVNULL, stderr=log))
+                procs.append(subprocess.Popen([sys.executable, *worker_argv(args, threads, i + 1)],
+                                              stdout=subprocess.DEVNULL, stderr=log))
         _follow(found, opened, lambda: all(p.poll() is not None for p in procs), args.no_progress)
         failed = [(i, p.returncode) for i, p in enumerate(procs) if p.returncode != 0]
         if failed:
@@ -198,9 +200,9 @@ def launch_workers(args: argparse.Namespace, found: list[studies.Study]) -> None
     slurm.check_cluster(options)
     folder = slurm.jobs_folder(Path(args.out), found[0].spec().name) / "tune"
     executor = slurm.make_executor(folder, options, f"tune-{found[0].spec().name}")
-    argv = worker_argv(args, args.threads)
     with executor.batch():  # one job array
-        submitted = [executor.submit(slurm.RunJob(f"tune worker {i}", argv)) for i in range(jobs)]
+        submitted = [executor.submit(slurm.RunJob(f"tune worker {i + 1}", worker_argv(args, args.threads, i + 1)))
+                     for i in range(jobs)]
     print(f"submitted {jobs} SLURM job(s) of tuning workers: {', '.join(j.job_id for j in submitted)}; waiting "
           f"(logs: {folder})")
     _follow(found, opened, lambda: all(j.done() for j in submitted), args.no_progress, step=5.0)

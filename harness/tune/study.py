@@ -115,10 +115,12 @@ def shown_storage(url: str) -> str:
     return url
 
 
-def open_study(study: Study) -> optuna.Study:
-    """The method's study, created on first use (with the task's own settings queued as its first trial)."""
+def open_study(study: Study, worker: int = 0) -> optuna.Study:
+    """The method's study, created on first use (with the task's own settings queued as its first trial). The
+    sampler is seeded by the study's seed and the ``worker``'s number, so that one worker's study is the same
+    on every run of the command and parallel workers sample apart."""
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    sampler = optuna.samplers.TPESampler(seed=study.seed + os.getpid())  # workers sample apart
+    sampler = optuna.samplers.TPESampler(seed=study.seed * 1009 + worker)
     n_startup = max(1, min(5, study.trials // 4))
     pruner = optuna.pruners.MedianPruner(n_startup_trials=n_startup, n_warmup_steps=1)
     opened = optuna.create_study(storage=storage_of(study.storage), study_name=study.name, sampler=sampler,
@@ -297,10 +299,11 @@ def without_test(data: PairedData) -> PairedData:
     return dataclasses.replace(data, splits={k: v for k, v in data.splits.items() if k != "test"})
 
 
-def work(study: Study, data: PairedData, opts: runner.RunOptions, progress: Any = None) -> optuna.Study:
-    """Run trials of ``study`` until its budget is met (counted plus running trials, or the summed seconds);
-    ``progress`` (a tqdm bar) is advanced per trial this worker ends."""
-    opened = open_study(study)
+def work(study: Study, data: PairedData, opts: runner.RunOptions, progress: Any = None,
+         worker: int = 0) -> optuna.Study:
+    """Run trials of ``study`` until its budget is met (counted plus running trials, or the summed seconds) as
+    worker number ``worker``; ``progress`` (a tqdm bar) is advanced per trial this worker ends."""
+    opened = open_study(study, worker)
     dims = study.dims()
     view = without_test(data)
     while True:
