@@ -58,6 +58,18 @@ def embed(lines: list[str], vocab: dict[str, int], idf: np.ndarray, projection: 
     return (x @ projection).astype(np.float32)
 
 
+def write_splits(out: Path, sizes: tuple[int, int, int], seed: int, **arrays: np.ndarray) -> None:
+    """``out/{train,val,test}_<name>.npy`` for each array: rows drawn by one seeded permutation, ``sizes`` each."""
+    order = np.random.default_rng(seed).permutation(len(next(iter(arrays.values()))))
+    out.mkdir(parents=True, exist_ok=True)
+    start = 0
+    for split, size in zip(("train", "val", "test"), sizes):
+        rows = order[start:start + size]
+        start += size
+        for name, array in arrays.items():
+            np.save(out / f"{split}_{name}.npy", array[rows])
+
+
 def flickr_captions(folder: Path, out: Path, seed: int = 0) -> None:
     """``out/{split}_{a,b}.npy``: captions 1 and 2 of each Flickr30K test image, embedded alike."""
     test = (folder / "test_caps.txt").read_text(encoding="utf-8").splitlines()
@@ -65,14 +77,7 @@ def flickr_captions(folder: Path, out: Path, seed: int = 0) -> None:
     vocab, idf, projection = tfidf_projection(dev)
     a = embed(test[0::5], vocab, idf, projection)
     b = embed(test[1::5], vocab, idf, projection)
-    order = np.random.default_rng(seed).permutation(len(a))
-    out.mkdir(parents=True, exist_ok=True)
-    start = 0
-    for name, size in zip(("train", "val", "test"), SPLIT):
-        rows = order[start:start + size]
-        start += size
-        np.save(out / f"{name}_a.npy", a[rows])
-        np.save(out / f"{name}_b.npy", b[rows])
+    write_splits(out, SPLIT, seed, a=a, b=b)
 
 
 def wikipedia(folder: Path, out: Path) -> None:
@@ -105,15 +110,7 @@ def quickdraw_halves(folder: Path, out: Path, per_class: int = 500, seed: int = 
         labels.append(np.full(len(bitmaps), label, dtype=np.int64))
     x, y = np.concatenate(images), np.concatenate(labels)
     a, b = x[:, :, :14].reshape(len(x), -1), x[:, :, 14:].reshape(len(x), -1)
-    order = np.random.default_rng(seed).permutation(len(x))
-    out.mkdir(parents=True, exist_ok=True)
-    start = 0
-    for name, size in zip(("train", "val", "test"), QUICKDRAW_SPLIT):
-        rows = order[start:start + size]
-        start += size
-        np.save(out / f"{name}_a.npy", a[rows])
-        np.save(out / f"{name}_b.npy", b[rows])
-        np.save(out / f"{name}_labels.npy", y[rows])
+    write_splits(out, QUICKDRAW_SPLIT, seed, a=a, b=b, labels=y)
 
 
 def main() -> None:

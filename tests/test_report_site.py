@@ -275,7 +275,8 @@ def test_sets_on_random_data_get_no_accuracy_figures():
     assert [key for key, _ in figures.sweep_figures(real)] == ["K"]
 
 
-def test_the_paper_stands_beside_our_runs_only_on_the_task_s_own_data():
+def _published_page():
+    """Runs a and b with the paper's times of both, and b on a cut of the data: the page's timing table."""
     published = {"label": "paper", "relative_to": "a", "methods": {"a": {"train_step_s": 0.1, "test_s": 2.0},
                                                                  "b": {"train_step_s": 0.4, "test_s": 300.0}}}
     results = [_fake("a", "a", published=published), _fake("b", "b", published=published),
@@ -283,7 +284,11 @@ def test_the_paper_stands_beside_our_runs_only_on_the_task_s_own_data():
                      published=published)]
     rs = result_sets.ResultSet("toy", Path("toy"), "toy", results)
     table, note = site.timing_table(rs, tables.timing_table(results), [])
-    cells = {row[0]: dict(zip(table.header, row)) for row in table.rows}
+    return results, rs, table, note, {row[0]: dict(zip(table.header, row)) for row in table.rows}
+
+
+def test_the_paper_stands_beside_our_runs_only_on_the_task_s_own_data():
+    results, rs, table, note, cells = _published_page()
     assert cells["b"]["paper: test s"] == "300.00" and cells["b"]["paper: test / a"] == "150.0×"
     assert cells["b@dataset.images=[64, 20, 100]"]["paper: test s"] == "–"
     assert "dataset.images=[64, 20, 100]" in note[-1]
@@ -305,14 +310,7 @@ def test_a_renamed_header_or_a_marked_row_leaves_the_page_correct(monkeypatch):
     text: renamed published headers and a contention mark on a row name change nothing."""
     monkeypatch.setattr(tables, "PUBLISHED_COLUMN", "{what} (published by {label})")
     monkeypatch.setattr(tables, "contention_flag", lambda runs: " [busy machine]")
-    published = {"label": "paper", "relative_to": "a", "methods": {"a": {"train_step_s": 0.1, "test_s": 2.0},
-                                                                 "b": {"train_step_s": 0.4, "test_s": 300.0}}}
-    results = [_fake("a", "a", published=published), _fake("b", "b", published=published),
-               _fake("b@dataset.images=[64, 20, 100]", "b", varied={"dataset.images": [64, 20, 100]},
-                     published=published)]
-    rs = result_sets.ResultSet("toy", Path("toy"), "toy", results)
-    table, note = site.timing_table(rs, tables.timing_table(results), [])
-    cells = {row[0]: dict(zip(table.header, row)) for row in table.rows}
+    results, rs, table, note, cells = _published_page()
     view = views.table_view(table.header, table.rows, "timing", table.ratios, table.published)
     shown = [h for h, _ in view["header"]]
     assert shown[:3] == ["method", "step / a", "step / a (published by paper)"]  # our ratio, then the paper's

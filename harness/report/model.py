@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import statistics
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -150,17 +150,11 @@ def timing_ratio(of: list[dict[str, Any]], to: list[dict[str, Any]], phase: str,
                        tuple(num[s] / den[s] for s in common), est_num or est_den, busy, len(of) + len(to))
 
 
-@dataclass
-class ResultSet:
-    """The runs of one task found in one folder, made on one machine: what a table, a page or a claim reads."""
+class Runs:
+    """What every view of a set of result files (``results``) reads of them: its runs by name, whether its data
+    is random (timing only), the selection metric."""
 
-    task: str
-    folder: Path
     results: list[dict[str, Any]]
-    machine: str = ""
-    root: Path | None = None  # the folder given on the command line that the set was found under
-    several_machines: bool = False  # the folder holds runs of other machines too (each its own set)
-    extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def runs(self) -> dict[str, list[dict[str, Any]]]:
@@ -174,6 +168,18 @@ class ResultSet:
     def select(self) -> str:
         select: str = self.results[0]["config"]["train"]["select"]
         return select
+
+
+@dataclass
+class ResultSet(Runs):
+    """The runs of one task found in one folder, made on one machine: what a table, a page or a claim reads."""
+
+    task: str
+    folder: Path
+    results: list[dict[str, Any]]
+    machine: str = ""
+    root: Path | None = None  # the folder given on the command line that the set was found under
+    several_machines: bool = False  # the folder holds runs of other machines too (each its own set)
 
 
 def sets(results: Iterable[dict[str, Any]], root: Path | None = None) -> list[ResultSet]:

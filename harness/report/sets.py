@@ -23,7 +23,7 @@ class Figure:
 
 
 @dataclass
-class ResultSet:
+class ResultSet(model.Runs):
     """The runs of one task found in one folder, and what its page shows."""
 
     task: str
@@ -47,18 +47,6 @@ class ResultSet:
             base = self.root.resolve().name if rel in ("", ".") else f"{self.root.resolve().name}/{rel}"
         return f"{base} ({self.machine})" if self.machine else base
 
-    @property
-    def runs(self) -> dict[str, list[dict[str, Any]]]:
-        return model.group_runs(self.results)
-
-    @property
-    def timing_only(self) -> bool:
-        return any((r.get("dataset") or {}).get("timing_only") for r in self.results)
-
-    @property
-    def select(self) -> str:
-        select: str = self.results[0]["config"]["train"]["select"]
-        return select
 
 
 def find_sets(folders: list[Path]) -> list[ResultSet]:
