@@ -19,6 +19,7 @@ from tqdm.auto import tqdm
 from harness.config import plan as plans
 from harness.config import spec as specs
 from harness.config.plan import Run
+from harness.data.paired import PairedData
 from harness.errors import ConfigError, RunError
 from harness.run import grid, runner
 from harness.tune import space
@@ -64,6 +65,7 @@ def cmd(args: argparse.Namespace) -> int:
     setup_grid = grid.Grid(out=Path(args.out), device=args.device, threads=args.threads,
                            progress=not args.no_progress, force=args.force)
     opts = grid.options(setup_grid)
+    data = None
     if args.launcher == "sequential" or args.studies_only:
         data = runner.load_data(found[0].spec())
         trial_opts = runner.RunOptions(device=opts.device, out=found[0].folder / "trials", progress=False)
@@ -79,7 +81,7 @@ def cmd(args: argparse.Namespace) -> int:
     print(study_table(records, found))
     if args.no_final:
         return 0
-    return final_runs(args, found, records, opts)
+    return final_runs(args, found, records, opts, data if data is not None else runner.load_data(found[0].spec()))
 
 
 def summarize(s: studies.Study) -> dict[str, Any]:
@@ -115,12 +117,12 @@ def _short(value: Any) -> str:
 
 
 def final_runs(args: argparse.Namespace, found: list[studies.Study], records: dict[str, dict[str, Any]],
-               opts: runner.RunOptions) -> int:
-    """Train and test each method's best settings with every seed (``<method>@tuned``); show the tables."""
+               opts: runner.RunOptions, data: PairedData) -> int:
+    """Train and test each method's best settings with every seed (``<method>@tuned``) on ``data`` (the task's,
+    loaded once for the command); show the tables."""
     from harness.report import folders
 
     seeds = plans.parse_seeds(args.seeds)
-    data = runner.load_data(found[0].spec())
     results = []
     for s in found:
         r = records[s.method]
@@ -218,13 +220,16 @@ def launch_workers(args: argparse.Namespace, found: list[studies.Study]) -> None
 
 def _follow(found: list[studies.Study], opened: list[Any], done: Any, quiet: bool, step: float = 1.0) -> None:
     """A progress bar of the trials counted in all studies until ``done()``."""
+    def counted() -> int:
+        return sum(min(studies.counts(o)["counted"], s.trials) for s, o in zip(found, opened))
+
     with tqdm(total=sum(s.trials for s in found), desc="tune", unit="trial", disable=quiet,
               dynamic_ncols=True) as bar:
         while not done():
             time.sleep(step)
-            bar.n = sum(min(studies.counts(o)["counted"], s.trials) for s, o in zip(found, opened))
+            bar.n = counted()
             bar.refresh()
-        bar.n = sum(min(studies.counts(o)["counted"], s.trials) for s, o in zip(found, opened))
+        bar.n = counted()
         bar.refresh()
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import fcntl
+import functools
 import hashlib
 import io
 import json
@@ -69,14 +70,27 @@ class Study:
     storage: str  # an Optuna storage URL
 
     def spec(self, extra: list[str] | None = None) -> TaskSpec:
-        """The task with the command's settings and ``extra`` overrides (a trial's settings)."""
-        spec = specs.load_task(self.task, list(self.overrides) + list(extra or []), self.added)
+        """The task with the command's settings and ``extra`` overrides (a trial's settings); without them, the
+        task as read once for the study (:attr:`base`)."""
+        if not extra:
+            return self.base
+        spec = specs.load_task(self.task, list(self.overrides) + list(extra), self.added)
+        return specs.with_epochs(spec, self.epochs) if self.epochs is not None else spec
+
+    @functools.cached_property
+    def base(self) -> TaskSpec:
+        """The task with the command's settings, read and checked once (every trial's lock names the study)."""
+        spec = specs.load_task(self.task, list(self.overrides), self.added)
         return specs.with_epochs(spec, self.epochs) if self.epochs is not None else spec
 
     def dims(self) -> list[Dimension]:
-        return dimensions(self.spec(), self.method)
+        return self._dims
 
-    @property
+    @functools.cached_property
+    def _dims(self) -> list[Dimension]:
+        return dimensions(self.base, self.method)
+
+    @functools.cached_property
     def name(self) -> str:
         """The study's name in the storage: task, method and a hash of what defines the search (the method's
         resolved settings, the search space, the seed); the budget is not part of it, so a larger --trials
