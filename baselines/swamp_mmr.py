@@ -25,7 +25,8 @@ class SwAMPMMRParams(SwAMPParams):
     def check(self, where: str) -> None:
         super().check(where)
         default = PairLossFields()
-        changed = [k for k in ("loss", "temperature", "learn_temperature", "warmup_epochs")
+        changed = [k for k in ("loss", "temperature", "learn_temperature", "siglip_scale", "siglip_bias",
+                               "warmup_epochs")
                    if getattr(self, k) != getattr(default, k)]
         require(not changed, where, f"{', '.join(changed)} choose SwAMP's pair loss, but swamp_mmr's contrastive "
                 "term is HowTo100M's ranking loss (margin only); use method swamp for the other losses")

@@ -105,6 +105,7 @@ from harness.ops.losses import (
                              infonce_loss,
                              max_violation_loss,
                              plateau_key,
+                             siglip_loss,
                              sum_violation_loss,
 )
 from harness.ops.metrics import pair_relevance, precision_metrics, query_ranks, rank_metrics
@@ -131,7 +132,8 @@ __all__ = [
     "ENCODERS", "METHODS", "SOURCES", "STATE_FORMATS", "Registry",
     "as_dict", "bounded", "choose", "layer_sizes", "parse_params", "require", "search",
     "Method", "FeatureCosine", "EmbeddingQueue", "chunk_bounds",
-    "LOSSES", "collapsed_value", "infonce_loss", "max_violation_loss", "plateau_key", "sum_violation_loss",
+    "LOSSES", "collapsed_value", "infonce_loss", "max_violation_loss", "plateau_key", "siglip_loss",
+    "sum_violation_loss",
     "fused_sinkhorn", "fused_sinkhorn_pair", "log_softmax_nograd", "native_sinkhorn_unavailable", "sinkhorn",
     "sinkhorn_compile_seconds",
     "gather_rows", "global_batch_sum", "is_distributed", "rank_and_world",

@@ -5,8 +5,10 @@ float64 features made from integers alone in the shapes of the task's (:func:`ha
 where the sources' float32 features are not), trains three steps through the training loop's own step
 (:func:`harness.run.train.make_step`, the task's optimizer, fixed batches) and scores a few test items. The trace
 (``tests/canaries/<method>.json``) holds every logged loss term of every step, the score matrix of those items and
-the test metrics. A canary passes when every number is within a relative :data:`RTOL` of the trace (metrics, which
-are ranks, exactly; the scores of methods whose embeddings are float32 by design, CCA and the identity, within
+the test metrics. A setting that takes its method down another code path (another loss of the contrastive family)
+has a canary of its own, declared in :data:`VARIANTS` (trace ``tests/canaries/<method>@<key>=<value>.json``). A
+canary passes when every number is within a relative :data:`RTOL` of the trace (metrics, which are ranks, exactly;
+the scores of methods whose embeddings are float32 by design, CCA and the identity, within
 :data:`RTOL_FLOAT32_SCORES`).
 
 Why float64 and that tolerance: in float64 a different BLAS summation order (another thread count, another CPU
@@ -45,6 +47,12 @@ RTOL_FLOAT32_SCORES = 1e-5
 ATOL = 1e-12  # absolute floor, for values that are zero up to rounding
 STEPS, BATCH, SCORED = 3, 16, 6
 WRITE = os.environ.get("SWAMP_BENCH_CANARY") == "write"
+# canaries beyond one per registered method: a method with settings that take another code path, named as a run
+# that varies a setting is named
+VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
+    "contrastive@loss=siglip": ("contrastive", {"loss": "siglip"}),
+}
+CASES = [*METHODS.names(), *VARIANTS]  # every canary: a registered method, or a variant of one
 
 
 def hashed(rows: torch.Tensor, shape: tuple[int, ...], salt: int) -> torch.Tensor:
@@ -113,9 +121,9 @@ def _hashed_weights(method: torch.nn.Module) -> torch.nn.Module:
     return method
 
 
-def canary(kind: str, tasks: tuple[Path, ...]) -> dict[str, Any]:
-    """The trace of ``kind``'s canary (module docstring)."""
-    spec, name, data, method = tiny_method_for(kind, *tasks)
+def canary(kind: str, tasks: tuple[Path, ...], settings: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The trace of ``kind``'s canary (module docstring), with the method's ``settings`` changed when given."""
+    spec, name, data, method = tiny_method_for(kind, *tasks, settings=settings)
     method = _hashed_weights(method.double())
     train, test = _hashed_split(data["train"], 1), _hashed_split(data["test"], 3)
     torch.manual_seed(0)
@@ -141,8 +149,8 @@ def canary(kind: str, tasks: tuple[Path, ...]) -> dict[str, Any]:
         raw = method.score(emb_a, emb_b)
         scores = raw.double()
     metrics = ev.evaluate(method, test, spec.metrics, torch.device("cpu"), 64)
-    return {"method": kind, "task": spec.name, "run": name, "dtype": "float64", "score_dtype": str(raw.dtype),
-            "steps": steps,
+    return {"method": kind, **({"settings": settings} if settings else {}), "task": spec.name, "run": name,
+            "dtype": "float64", "score_dtype": str(raw.dtype), "steps": steps,
             "scores": [[float(v) for v in row] for row in scores.tolist()],
             "metrics": {k: float(v) for k, v in sorted(metrics.items())}}
 
@@ -183,16 +191,22 @@ def tasks(tiny_task, tiny_image_text_task, tiny_video_text_task, tiny_sketch_tas
     return tiny_task, tiny_image_text_task, tiny_video_text_task, tiny_sketch_task
 
 
-def _run(kind: str, tasks: tuple[Path, ...], threads: int) -> dict[str, Any]:
+def canary_case(case: str, tasks: tuple[Path, ...]) -> dict[str, Any]:
+    """The trace of the canary ``case``: a registered method, or a variant in :data:`VARIANTS`."""
+    kind, settings = VARIANTS.get(case, (case, {}))
+    return canary(kind, tasks, settings)
+
+
+def _run(case: str, tasks: tuple[Path, ...], threads: int) -> dict[str, Any]:
     before = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
-        return canary(kind, tasks)
+        return canary_case(case, tasks)
     finally:
         torch.set_num_threads(before)
 
 
-@pytest.mark.parametrize("kind", METHODS.names())
+@pytest.mark.parametrize("kind", CASES)
 def test_canary_matches_its_committed_trace(kind, tasks):
     path = TRACES / f"{kind}.json"
     now = _run(kind, tasks, threads=1)
@@ -210,7 +224,8 @@ def test_canary_matches_its_committed_trace(kind, tasks):
 
 def test_every_trace_belongs_to_a_registered_method():
     stray = sorted(p.stem for p in TRACES.glob("*.json")) if TRACES.is_dir() else []
-    assert set(stray) <= set(METHODS.names()), f"traces of unregistered methods: {set(stray) - set(METHODS.names())}"
+    assert set(stray) <= set(CASES), f"traces of unregistered methods or variants: {set(stray) - set(CASES)}"
+    assert all(kind in METHODS.names() for kind, _ in VARIANTS.values())
 
 
 # torch's kernels without vector instructions and MKL's compatible code path: every sum in another order, as on
@@ -232,7 +247,7 @@ def traces_in_a_process(kinds: list[str], env: dict[str, str]) -> dict[str, dict
                 "tasks = tuple(conftest.write_task(d, t, n + '.yaml') for n, t in (('tiny', conftest.TINY), "
                 "('tiny_image_text', conftest.TINY_IMAGE_TEXT), ('tiny_video_text', conftest.TINY_VIDEO_TEXT), "
                 "('tiny_sketch', conftest.TINY_SKETCH))); "
-                "json.dump({k: tc.canary(k, tasks) for k in sys.argv[2:]}, open(sys.argv[1], 'w'))")
+                "json.dump({k: tc.canary_case(k, tasks) for k in sys.argv[2:]}, open(sys.argv[1], 'w'))")
         full = {**os.environ, **env, "PYTHONPATH": str(root), "SWAMP_BENCH_SINKHORN_COMPILE": "off"}
         subprocess.run([sys.executable, "-c", code, str(out), *kinds], cwd=root, env=full, check=True,
                        capture_output=True)
@@ -243,7 +258,7 @@ def traces_in_a_process(kinds: list[str], env: dict[str, str]) -> dict[str, dict
 @pytest.mark.slow
 def test_canaries_pass_under_another_summation_order():
     """Every canary, made again with every sum in another order (OTHER_ORDER), still matches its trace."""
-    kinds = METHODS.names()
+    kinds = CASES
     other = traces_in_a_process(kinds, OTHER_ORDER)
     for kind in kinds:
         assert compare(json.loads((TRACES / f"{kind}.json").read_text()), other[kind]) == [], kind

@@ -24,16 +24,20 @@ from harness.run import runner
 from harness.run import train as tr
 
 
-def tiny_spec_for(method_kind: str, *task_paths):
+def tiny_spec_for(method_kind: str, *task_paths, settings: dict | None = None):
     """The first tiny task declaring a method of the given registered kind, and that method's name. A method
     no tiny task declares (a new plugin) joins the first tiny task whose data it can be built for, with the
-    settings of its ``tiny_settings()`` (its Params defaults unless it says otherwise)."""
+    settings of its ``tiny_settings()`` (its Params defaults unless it says otherwise). ``settings``: the
+    method's settings changed on top of the task's (``{"loss": "siglip"}``)."""
+    changes = settings or {}
     for path in task_paths:
         spec = load_task(path)
         for name, m in spec.methods.items():
             if m.method == method_kind:
+                if changes:
+                    spec = load_task(path, [f"{name}.{k}={v}" for k, v in changes.items()])
                 return spec, name
-    settings = {"method": method_kind, **METHODS.get(method_kind).tiny_settings()}
+    settings = {"method": method_kind, **METHODS.get(method_kind).tiny_settings(), **changes}
     reasons = []
     for path in task_paths:
         added = Path(path).with_name(f"{Path(path).stem}+{method_kind}.yaml")
@@ -49,9 +53,9 @@ def tiny_spec_for(method_kind: str, *task_paths):
     raise AssertionError(f"method {method_kind!r} builds on none of the tiny test tasks: {'; '.join(reasons)}")
 
 
-def tiny_method_for(method_kind: str, *task_paths):
+def tiny_method_for(method_kind: str, *task_paths, settings: dict | None = None):
     """(spec, method name, data, method built on the CPU with seed 0) of :func:`tiny_spec_for`'s task."""
-    spec, name = tiny_spec_for(method_kind, *task_paths)
+    spec, name = tiny_spec_for(method_kind, *task_paths, settings=settings)
     data = runner.load_data(spec)
     torch.manual_seed(0)
     return spec, name, data, runner.build_method(spec, name, data, torch.device("cpu"))
@@ -221,11 +225,14 @@ class _HostReads(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
-@pytest.mark.parametrize("kind", ["swamp", "swamp_par", "contrastive", "contrastive_par"])
-def test_loss_reads_nothing_back_from_the_device(kind, tiny_task, tiny_image_text_task):
+@pytest.mark.parametrize("kind, settings", [("swamp", {}), ("swamp_par", {}), ("contrastive", {}),
+                                            ("contrastive_par", {}), ("contrastive", {"loss": "siglip"})],
+                         ids=["swamp", "swamp_par", "contrastive", "contrastive_par", "contrastive-siglip"])
+def test_loss_reads_nothing_back_from_the_device(kind, settings, tiny_task, tiny_image_text_task):
     """Past the encoders (the word GRU hands its lengths to pack_padded_sequence, which reads them on the
-    host), a training loss never waits for a value computed on the device; SwAMP's queue count included."""
-    spec, name, data, method = tiny_method_for(kind, tiny_task, tiny_image_text_task)
+    host), a training loss never waits for a value computed on the device; SwAMP's queue count and SigLIP's
+    logged scale and bias included."""
+    spec, name, data, method = tiny_method_for(kind, tiny_task, tiny_image_text_task, settings=settings)
     x_a, x_b = data["train"].pair_batch(torch.arange(32))
     embedded = {"a": method.encode("a", x_a).detach(), "b": method.encode("b", x_b).detach()}
     method.encode = lambda modality, x: embedded[modality].requires_grad_(True)

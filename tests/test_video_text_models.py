@@ -78,6 +78,8 @@ def test_swamp_mmr_refuses_pair_loss_settings_it_would_ignore():
 
     with pytest.raises(ConfigError, match="loss choose SwAMP.s pair loss"):
         parse(SwAMPMMRParams, {"K": 4, "queue": 16, "loss": "infonce"}, "methods.swamp")
+    with pytest.raises(ConfigError, match="siglip_bias choose SwAMP.s pair loss"):
+        parse(SwAMPMMRParams, {"K": 4, "queue": 16, "siglip_bias": -5.0}, "methods.swamp")
     assert parse(SwAMPMMRParams, {"K": 4, "queue": 16, "margin": 0.2}, "methods.swamp").margin == 0.2
 
 

@@ -3,11 +3,11 @@ moves (the numbers quoted in tests/canaries/README.md).
 
     python -m tests.canaries.margins
 
-For every registered method it runs the canary (tests/test_canaries.py) in two fresh processes, as made (this
-CPU's vector kernels) and with every sum in another order (torch without vector instructions, MKL's compatible
-path), and prints the largest relative difference between the two traces; then SwAMP's swapped-assignment
-loss and the contrastive hinge scaled by 1 + 1e-7, and the largest relative difference that causes. The
-canary's tolerance (RTOL) should sit between the two, far from each.
+For every canary (tests/test_canaries.py: every registered method and every variant) it runs the canary in two
+fresh processes, as made (this CPU's vector kernels) and with every sum in another order (torch without vector
+instructions, MKL's compatible path), and prints the largest relative difference between the two traces; then
+SwAMP's swapped-assignment loss and the contrastive hinge scaled by 1 + 1e-7, and the largest relative difference
+that causes. The canary's tolerance (RTOL) should sit between the two, far from each.
 """
 from __future__ import annotations
 
@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 from unittest import mock
 
-from harness.config.registry import METHODS
 from tests import conftest
 from tests import test_canaries as tc
 
@@ -39,7 +38,7 @@ def main() -> None:
 
     import torch
 
-    kinds = METHODS.names()
+    kinds = tc.CASES
     made = tc.traces_in_a_process(kinds, {})
     other = tc.traces_in_a_process(kinds, tc.OTHER_ORDER)
     print(f"{'method':22s} {'other summation order':>22s}")
