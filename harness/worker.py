@@ -60,6 +60,8 @@ def answer(text: str, echo: bool = False) -> dict[str, Any]:
     """Run one job and describe how it ended: ``returncode``, ``last_line`` (its error line), ``seconds``,
     ``trained`` and ``results``; with ``echo``, what the job wrote to stderr is written there too (a SLURM job's
     log)."""
+    from harness.errors import one_line
+
     stderr = io.StringIO()
     start = time.perf_counter()
     found: dict[str, Any] = {"trained": False, "results": []}
@@ -68,7 +70,7 @@ def answer(text: str, echo: bool = False) -> dict[str, Any]:
             code = run(text, found)
         except Exception as exc:  # noqa: BLE001 - a bug in one run is that run's failure, reported as one line
             code = 1
-            print(f"{type(exc).__name__}: {exc}", file=sys.stderr)
+            print(f"error: {type(exc).__name__}: {one_line(exc)}", file=sys.stderr)
     if echo:
         sys.stderr.write(stderr.getvalue())
     return {"returncode": code, "last_line": _last_line(stderr.getvalue()), "seconds": time.perf_counter() - start,
@@ -84,8 +86,8 @@ def main(argv: list[str] | None = None) -> int:
                 json.dump(found, f)
         return int(found["returncode"])
     if argv:
-        print("usage: python -m harness.worker [--job JSON [--reply PATH]]  (without --job: one job a line on stdin)",
-              file=sys.stderr)
+        print("error: usage: python -m harness.worker [--job JSON [--reply PATH]]  (without --job: one job a line on "
+              "stdin)", file=sys.stderr)
         return 2
     return serve()
 

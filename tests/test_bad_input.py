@@ -9,6 +9,7 @@ from harness.config import plan  # noqa: F401
 from harness.run import preflight, runner  # noqa: F401
 from tests import bad_input_matrix as matrix
 from tests.bad_input_cases import CASES
+from tests.error_lines import error_line
 
 OBSERVED: dict[str, str | None] = {}  # case id -> error line, for the document check below
 CAN_MOUNT = matrix.mount_available()
@@ -25,11 +26,10 @@ def test_bad_input_exits_2_with_one_line_and_writes_nothing(case, tmp_path):
     obs = matrix.observe(case, tmp_path)
     assert obs.raised is None, f"an exception escaped: {obs.raised}"
     assert obs.status == 2, obs.stderr
-    lines = obs.stderr.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), obs.stderr
-    assert case.problem in lines[0] and case.fix in lines[0], lines[0]
+    line = error_line(obs.stderr, alone=True)
+    assert case.problem in line and case.fix in line, line
     if case.suggestion is not None:
-        assert f"(did you mean {case.suggestion!r}?)" in lines[0], lines[0]
+        assert f"(did you mean {case.suggestion!r}?)" in line, line
     assert not obs.warnings, obs.warnings
     assert not obs.written, f"written under the results folder: {obs.written}"
     OBSERVED[case.id] = matrix.error_line(obs, tmp_path)

@@ -10,6 +10,7 @@ import yaml
 
 from harness.cli import main
 from tests.bad_input_cases import arrays, reading
+from tests.error_lines import error_line
 from tests.sketch_fixtures import folder_task, write_image_folders
 
 
@@ -26,10 +27,10 @@ def _refused(task: Path, out: Path, capsys, *extra: str) -> str:
     assert main(["run", str(task), "--out", str(out), "--device", "cpu", "--no-progress", "--epochs", "1",
                  *extra]) == 2
     err = capsys.readouterr().err
-    lines = [line for line in err.splitlines() if line.startswith("error: ")]
-    assert len(lines) == 1 and "Traceback" not in err, err
+    line = error_line(err)
+    assert "Traceback" not in err, err
     assert not out.exists()
-    return lines[0]
+    return line
 
 
 def test_a_method_that_cannot_read_the_sources_triplets_is_refused(tmp_path, capsys):

@@ -10,6 +10,7 @@ import pytest
 from harness import cli
 from harness.report import compare
 from harness.store.schema import Result, load_results, result_path, write_result
+from tests.error_lines import error_line
 
 CONFIG = {"dataset": {"source": "synthetic_gaussian", "spread": 0.5}, "encoders": {}, "method": {"method": "m"},
           "train": {"lr": 0.001}, "metrics": {"directions": ["a2b"], "relevance": ["pair"], "ks": [1]}}
@@ -55,7 +56,7 @@ def test_different_settings_are_refused_with_the_setting_named(tmp_path, capsys)
     old = write_runs(tmp_path / "old", {0: 40.0})
     new = write_runs(tmp_path / "new", {0: 40.0}, config={**CONFIG, "train": {"lr": 0.01}})
     assert cli.main(["compare", str(old), str(new)]) == 2
-    (line,) = capsys.readouterr().err.strip().splitlines()
+    line = error_line(capsys.readouterr().err, alone=True)
     assert "toy/swamp was run with other settings in NEW (train.lr: 0.001 -> 0.01)" in line
 
 

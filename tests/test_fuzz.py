@@ -1,6 +1,7 @@
 """Property-based fuzzing (Hypothesis) of task files and command-line flags: whatever the input, a command
-ends with exit status 0, 2 or 3; on 2 and 3 stderr holds exactly one line, ``error: ...``; no exception
-escapes; and on 2 nothing is written under the results folder.
+ends with exit status 0, 2 or 3; every stderr line starts with ``error: ``, ``warning: `` or ``note: ``, and on 2
+and 3 exactly one is an ``error: ...`` line, the last; no exception escapes; and on 2 nothing is written under the
+results folder.
 
 Task files: every task in tasks/ that the fixtures can give data to (tests/fuzz_tasks.py), made small and
 mutated one to three times: a value replaced (None, negatives, zero, huge or non-finite numbers, strings,
@@ -30,6 +31,7 @@ from hypothesis import strategies as st
 from harness import cli
 from harness.config import registry
 from harness.run.memory import LIMIT_ENV
+from tests.error_lines import error_line, prefixed
 from tests.fuzz_tasks import BASES, WITHOUT_FIXTURE, small_task
 
 PROFILE = os.environ.get("SWAMP_BENCH_FUZZ", "default")
@@ -114,10 +116,14 @@ def run_cli(argv: list[str], out: Path) -> tuple[int, str, list[str]]:
 
 def check_outcome(code: int, stderr: str, files: list[str], what: str) -> None:
     assert code in (0, 2, 3), f"{what}: exit status {code}"
+    try:
+        if code in (2, 3):
+            error_line(stderr, progress=True)
+        else:
+            prefixed(stderr, progress=True)
+    except AssertionError as err:
+        raise AssertionError(f"{what}: {err}") from None
     if code in (2, 3):
-        lines = [line for line in stderr.splitlines() if line.strip() and not line.startswith("warning:")
-                 and "%|" not in line]
-        assert len(lines) == 1 and lines[0].startswith("error: "), f"{what}: stderr {stderr!r}"
         assert "Traceback" not in stderr
     if code == 2:
         assert files == [], f"{what}: exit 2 but wrote {files}"
@@ -243,7 +249,7 @@ def test_flags_fuzzing_found_stay_one_line_errors(argv, problem, data_root, tmp_
     code, stderr, files = run_cli(["run", str(task), *argv, "--methods", "contrastive", "--epochs", "1", "--out",
                                    str(out), "--no-progress"], out)
     assert code == 2 and files == []
-    (line,) = stderr.strip().splitlines()
+    line = error_line(stderr)
     assert problem in line, line
 
 
@@ -272,7 +278,7 @@ def test_what_fuzzing_found_stays_fixed(name, change, method, status, fragments,
     code, stderr, files = run_cli(["run", str(task), "--methods", method, "--epochs", "1", "--out", str(out),
                                    "--no-progress"], out)
     assert code == status and files == []
-    (line,) = stderr.strip().splitlines()
+    line = error_line(stderr)
     assert all(f in line for f in fragments), line
 
 
@@ -288,7 +294,7 @@ def test_escapes_found_by_fuzzing_stay_one_line_errors(change, problem, fix, dat
     code, stderr, files = run_cli(["run", str(task), "--methods", method, "--epochs", "1", "--out", str(out),
                                    "--no-progress"], out)
     assert code == 2 and files == []
-    (line,) = stderr.strip().splitlines()
+    line = error_line(stderr)
     assert problem in line and fix in line, line
 
 
@@ -322,6 +328,6 @@ def test_an_allocation_the_preflight_lets_through_is_exit_3_and_one_line(change,
                                    "--no-progress"], out)
     assert code == 3
     # the queue of 10**12 also draws the warning that it exceeds the training set (the run went on to build)
-    (line,) = [text for text in stderr.strip().splitlines() if not text.startswith("warning: ")]
-    assert line.startswith("error: ") and phase in line and ("reduce" in line or "lower" in line), line
+    line = error_line(stderr)
+    assert phase in line and ("reduce" in line or "lower" in line), line
     assert not [f for f in files if f.endswith(".json")]

@@ -14,6 +14,7 @@ import pytest
 
 from harness import cli
 from tests.conftest import ROOT
+from tests.error_lines import error_line
 
 pytestmark = pytest.mark.slow
 
@@ -48,7 +49,7 @@ def test_a_failed_run_is_named_and_the_others_finish(tiny_task, tmp_path):
     done = harness("run", str(tiny_task), "--methods", "contrastive", "--sweep", "train.lr=0.002,1e30",
                    "--out", str(tmp_path), "--no-progress", "--launcher", "local", "--jobs", "2")
     assert done.returncode == 3, done.stdout + done.stderr
-    (line,) = done.stderr.strip().splitlines()
+    line = error_line(done.stderr)
     assert line.startswith("error: 1 of 2 run(s) failed, first contrastive@train.lr=1e+30 seed0 (exit 3)"), line
     assert "non-finite loss" in line and "lower train.lr" in line
     assert "contrastive@train.lr=0.002 seed0: finished" in done.stdout

@@ -20,6 +20,7 @@ import torch
 from harness.errors import ConfigError
 from harness.ops import native, ot
 from tests.conftest import ROOT
+from tests.error_lines import error_line
 from tests.test_fused_sinkhorn import swamp_targets_fast_and_eager
 from tests.test_numerics import ETAS, SCALES, TAUS, cosines
 
@@ -233,8 +234,7 @@ def test_a_bad_kernel_setting_stops_a_run_before_anything_is_written(tmp_path, v
                           "swamp", "--epochs", "1", "--out", str(tmp_path / "out"), "--no-progress"],
                          env=env, cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert out.returncode == 2, out.stderr[-2000:]
-    lines = [line for line in out.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and f"{variable}='fast'" in lines[0], out.stderr
+    assert f"{variable}='fast'" in error_line(out.stderr, alone=True), out.stderr
     assert not (tmp_path / "out").exists()
 
 

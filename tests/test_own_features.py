@@ -21,6 +21,7 @@ from harness.report import tables
 from harness.run import build, runner
 from harness.store.schema import load_results
 from tests.conftest import ROOT, write_task
+from tests.error_lines import error_line
 
 TEMPLATE = ROOT / "tasks" / "own_features.yaml"
 
@@ -171,7 +172,7 @@ def test_an_oversized_K_refuses_that_method_only(tmp_path, capsys):
     err = capsys.readouterr().err
     assert status == 2
     assert "swamp@K=500,queue=600 is refused and does not run; the other methods do" in err
-    assert err.strip().splitlines()[-1].startswith("error: 1 run folder(s) refused, the others ran: swamp@K=500")
+    assert error_line(err).startswith("error: 1 run folder(s) refused, the others ran: swamp@K=500")
     assert {p.name for p in (out / "own_features").iterdir() if p.is_dir()} == {"identity", "contrastive"}
     assert (out / "own_features" / "accuracy.md").exists()
     alone = tmp_path / "alone"  # nothing else to run: one error line, nothing written

@@ -15,6 +15,7 @@ import pytest
 from harness import cli
 from harness.config import registry
 from harness.store.provenance import git_state
+from tests.error_lines import error_line
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -150,10 +151,9 @@ def test_a_broken_plugin_is_skipped_unless_asked_for(tiny_task, tmp_path, capsys
     code, _, err = run_cli(["run", str(task), "--methods", "broken", "--out", str(tmp_path / "out2"),
                             "--include", str(plugins)], capsys)
     assert code == 2
-    error = err.splitlines()
-    assert len(error) == 1 and error[0].startswith("error:")  # the warning about that file is not repeated
-    assert "broken.py" in error[0] and "failed to import" in error[0]
-    assert "no_such_module_here" in error[0] and "fix that file" in error[0]
+    error = error_line(err, alone=True)  # the warning about that file is not repeated
+    assert "broken.py" in error and "failed to import" in error
+    assert "no_such_module_here" in error and "fix that file" in error
     assert not (tmp_path / "out2").exists()
 
 
@@ -166,7 +166,7 @@ def test_a_method_without_params_names_its_file_and_the_fix(tiny_task, tmp_path,
     code, _, err = run_cli(["run", str(task), "--methods", "no_params", "--out", str(tmp_path / "out"),
                             "--include", str(plugins)], capsys)
     assert code == 2
-    (error,) = [line for line in err.splitlines() if line.startswith("error:")]
+    error = error_line(err)
     assert "no_params.py" in error and "has no Params" in error and "frozen dataclass" in error
 
 
@@ -178,7 +178,7 @@ def test_a_name_registered_by_two_files_names_both(tiny_task, tmp_path, capsys):
     code, _, err = run_cli(["run", str(task), "--methods", "twice", "--out", str(tmp_path / "out"),
                             "--include", str(plugins)], capsys)
     assert code == 2
-    (error,) = [line for line in err.splitlines() if line.startswith("error:")]
+    error = error_line(err)
     assert "registered twice" in error and "one.py" in error and "two.py" in error and "rename" in error
 
 

@@ -12,6 +12,7 @@ import pytest
 from harness.cli import main
 from harness.config import params, plan
 from harness.errors import ConfigError
+from tests.error_lines import error_line
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -123,8 +124,7 @@ def _written(path: Path, text: str) -> Path:
 def test_bad_targets_are_one_error_line(tmp_path, capsys, setup, needle):
     target = setup(tmp_path)
     assert main(["rerun", str(target), "--out", str(tmp_path / "out")]) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith("error:") and needle in err[0]
+    assert needle in error_line(capsys.readouterr().err, alone=True)
     assert not (tmp_path / "out").exists()
 
 

@@ -18,6 +18,7 @@ from harness import cli
 from harness.config import launch, plan
 from harness.run import grid
 from tests.conftest import ROOT, write_task
+from tests.error_lines import error_line
 
 submitit = pytest.importorskip("submitit")
 from harness.run import slurm  # noqa: E402 (needs submitit)
@@ -67,7 +68,7 @@ def test_bad_launcher_options_are_one_line_and_submit_nothing(argv, section, mes
     out = tmp_path / "out"
     code = cli.main(["run", str(task), "--out", str(out), "--launcher", "slurm", *argv])
     err = capsys.readouterr().err
-    assert code == 2 and err.count("\n") == 1 and message in err, err
+    assert code == 2 and message in error_line(err), err
     assert not out.exists()
 
 
@@ -90,7 +91,7 @@ def test_a_grid_whose_data_is_missing_submits_nothing(tmp_path, capsys):
     code = cli.main(["run", str(ROOT / "tasks" / "wikipedia.yaml"), "--data-root", str(tmp_path / "absent"),
                      "--out", str(out), "--launcher", "slurm", "--slurm", "cluster=local", "--wait"])
     err = capsys.readouterr().err
-    assert code == 2 and err.count("\n") == 1 and str(tmp_path / "absent") in err, err
+    assert code == 2 and str(tmp_path / "absent") in error_line(err, alone=True), err
     assert not out.exists()
 
 

@@ -354,7 +354,7 @@ def cmd(args: argparse.Namespace) -> int:
         return 0
     failures = check(lines)
     for message in failures:
-        print(f"claims check: {message}", file=sys.stderr)
+        print(f"warning: claims check: {message}", file=sys.stderr)
     print(f"\n{len(failures)} problem(s) with {ledger}" if failures else
           f"\nevery verdict matches {ledger} and rests on fresh (or accepted) evidence")
     return 1 if failures else 0

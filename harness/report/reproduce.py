@@ -178,7 +178,7 @@ def cmd(args: argparse.Namespace) -> int:
                                     split=opts.split)
             print(f"replaced {len(files)} result file(s) in {folder}")
         if moved:
-            print(f"the ledger ({ledger_path}) still records the old verdicts: change them, and say why in "
+            print(f"warning: the ledger ({ledger_path}) still records the old verdicts: change them, and say why in "
                   "docs/claims.md", file=sys.stderr)
     return 1 if moved else 0
 
