@@ -15,7 +15,7 @@ process training on the whole batch.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from functools import partial
 from typing import Any, ClassVar, Literal
 
@@ -132,7 +132,7 @@ class SwAMPFields:
 
 
 @dataclass(frozen=True)
-class SwAMPParams(PairLossFields, SwAMPFields):  # margin, loss, temperature, warmup_epochs: L_c
+class SwAMPParams(PairLossFields, SwAMPFields):  # margin, loss, temperature, siglip_*, warmup_epochs: L_c
     """``contrastive_reduction``: how L_c enters Eq. 6 against L_s (a mean over the batch). ``sum``: summed
     over the batch's queries, as the paper's Eq. 1 writes it (Σ over the batch), so that with a batch of B
     L_c weighs about B times more than L_s at equal ``lambda``; ``mean``: that sum divided by B, the scale
@@ -148,6 +148,12 @@ class SwAMPParams(PairLossFields, SwAMPFields):  # margin, loss, temperature, wa
         require(self.lam >= 0 and self.contrastive_weight >= 0, where, "lambda and contrastive_weight must be >= 0")
         require(self.lam > 0 or self.contrastive_weight > 0, where, "lambda and contrastive_weight are both 0")
         self.check_pair_loss(where)
+
+    def idle_settings(self) -> frozenset[str]:
+        """The settings that do nothing here, which ``harness tune`` does not search: L_c's when its weight is 0."""
+        if self.contrastive_weight:
+            return frozenset()
+        return frozenset(f.metadata.get("key", f.name) for f in fields(PairLossFields))
 
 
 def _unsettled(params: SwAMPFields) -> ValueError:

@@ -1,16 +1,15 @@
-"""Training-step time on a quiet machine and beside two other torch processes, under OpenMP's two wait policies
-and two thread counts: what the harness's defaults for both are chosen from (docs/measurement.md).
+"""Training-step time on a quiet machine and beside other processes, under OpenMP's wait settings and two thread
+counts: what the harness's defaults for both are chosen from (docs/measurement.md).
 
     python -m benchmarks.contention --out results/contention [--epochs 2] [--threads 2,1]
 
 For each machine state (``quiet``; ``loops`` beside two busy Python loops; ``torch`` beside a matmul loop and a
 softmax loop, each a separate process with torch's default threads and wait policy, as other people's jobs
-would be) and each setting
-(``OMP_WAIT_POLICY`` active or passive, ``--threads`` N, and the harness's default: no ``--threads``, which
-lowers the threads on a machine it finds busy), one ``python -m harness run tasks/synthetic.yaml
---methods contrastive,swamp`` runs in a fresh process (the wait policy is read when OpenMP starts); the step
-medians come from its result files. Writes ``contention.json`` (every figure and the machine) and
-``contention.md`` (the table) under ``--out``.
+would be) and each setting (the wait: libgomp's own default with neither variable set, ``OMP_WAIT_POLICY`` active or
+passive, or a ``GOMP_SPINCOUNT``; the threads: ``--threads`` N, torch's default, or ``--threads auto``, which lowers
+them on a machine it finds busy), one ``python -m harness run tasks/synthetic.yaml --methods contrastive,swamp`` runs
+in a fresh process (OpenMP reads its variables when it starts); the step medians come from its result files. Writes
+``contention.json`` (every figure and the machine) and ``contention.md`` (the table) under ``--out``.
 """
 from __future__ import annotations
 
@@ -53,11 +52,19 @@ def other_torch_processes(state: str) -> Iterator[None]:
             p.wait()
 
 
-def run_once(policy: str, threads: int | None, epochs: int, out: Path) -> dict[str, float]:
-    """Median train step (ms) per method of one harness run under ``policy`` and ``threads`` (None: the harness's
-    default, which lowers the threads on a machine it finds busy), and the threads it trained with."""
-    env = {**os.environ, "OMP_WAIT_POLICY": policy.upper(), "PYTHONPATH": str(ROOT)}
-    env.pop("OMP_NUM_THREADS", None)
+WAITS = {  # the wait setting's name -> the OpenMP variables it sets (the others are removed)
+    "unset": {},  # libgomp's own default: spin a while (GOMP_SPINCOUNT 300,000), then sleep
+    "active": {"OMP_WAIT_POLICY": "ACTIVE"},  # spin (almost) forever
+    "passive": {"OMP_WAIT_POLICY": "PASSIVE"},  # sleep at once
+    "spin 10k": {"GOMP_SPINCOUNT": "10000"},
+}
+
+
+def run_once(wait: str, threads: int | str | None, epochs: int, out: Path) -> dict[str, float]:
+    """Median train step (ms) per method of one harness run under the wait setting ``wait`` and ``threads`` (None:
+    torch's default; ``auto``: the harness's --threads auto), and the threads it trained with."""
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "OMP_NUM_THREADS")}
+    env.update({**WAITS[wait], "PYTHONPATH": str(ROOT)})
     cmd = [sys.executable, "-m", "harness", "run", str(ROOT / "tasks" / "synthetic.yaml"), "--methods",
            "contrastive,swamp", "--epochs", str(epochs), "--out", str(out), "--no-progress", "--no-tables",
            *(["--threads", str(threads)] if threads is not None else []), "--force"]
@@ -74,19 +81,20 @@ def run_once(policy: str, threads: int | None, epochs: int, out: Path) -> dict[s
 
 
 def table(rows: list[dict]) -> str:
-    quiet = {(r["policy"], r["threads"]): r for r in rows if r["state"] == "quiet"}
-    lines = ["| machine | OMP_WAIT_POLICY | threads | contrastive step ms | SwAMP step ms | SwAMP / contrastive |",
+    quiet = {(r["wait"], r["threads"]): r for r in rows if r["state"] == "quiet"}
+    lines = ["| machine | OpenMP wait | threads | contrastive step ms | SwAMP step ms | SwAMP / contrastive |",
              "|---|---|---|---|---|---|"]
     for r in rows:
-        base = quiet.get((r["policy"], r["threads"]))
-        shown = r["threads"] if r["threads"] is not None else f"default ({r['contrastive_threads']})"
+        base = quiet.get((r["wait"], r["threads"]))
+        shown = {None: "default", "auto": "auto"}.get(r["threads"], r["threads"])
+        shown = f"{shown} ({r['contrastive_threads']})" if r["threads"] in (None, "auto") else shown
 
         def cell(m: str, r: dict = r, base: dict | None = base) -> str:
             slow = f" ({r[m] / base[m]:.1f}× quiet)" if base and r is not base else ""
             mark = " [contended]" if r[f"{m}_contended"] else ""
             return f"{r[m]:.1f}{slow}{mark}"
 
-        lines.append(f"| {r['state']} | {r['policy']} | {shown} | {cell('contrastive')} | {cell('swamp')} | "
+        lines.append(f"| {r['state']} | {r['wait']} | {shown} | {cell('contrastive')} | {cell('swamp')} | "
                      f"{r['swamp'] / r['contrastive']:.2f}× |")
     return "\n".join(lines)
 
@@ -101,11 +109,11 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for state in LOADS:
             with other_torch_processes(state):
-                settings = [("active", None)] + [(policy, int(t)) for policy in ("active", "passive")
-                                                 for t in args.threads.split(",")]
-                for policy, threads in settings:
-                    steps = run_once(policy, threads, args.epochs, Path(tmp))
-                    rows.append({"state": state, "policy": policy, "threads": threads, **steps})
+                settings = [(wait, None) for wait in WAITS] + [("unset", "auto")] + \
+                    [("unset", int(t)) for t in args.threads.split(",")[1:]]
+                for wait, threads in settings:
+                    steps = run_once(wait, threads, args.epochs, Path(tmp))
+                    rows.append({"state": state, "wait": wait, "threads": threads, **steps})
                     print(rows[-1], flush=True)
     args.out.mkdir(parents=True, exist_ok=True)
     machine = {"cpu": platform.processor() or platform.machine(), "cores": len(os.sched_getaffinity(0)),

@@ -3,10 +3,12 @@ Bad input exits with status 2."""
 from __future__ import annotations
 
 import argparse
+import logging
 import re
 import sys
+import warnings
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, NoReturn
+from typing import TYPE_CHECKING, Any, Callable, NoReturn, TextIO
 
 from harness.config.checks import SHIPPED as TASKS_DIR
 from harness.errors import ConfigError, RunError, did_you_mean, report
@@ -50,6 +52,7 @@ EXAMPLES = {
     "reproduce": "python -m harness reproduce synthetic-pair synthetic-class --launcher local --jobs 2",
     "bench": "python -m harness bench --against HEAD~1",
     "tune": "python -m harness tune tasks/synthetic.yaml --methods contrastive,swamp --trials 4 --epochs 2 --out runs",
+    "leaderboard": "python -m harness leaderboard tasks/own_features_labels.yaml --data-root FEATURES --out runs/ref",
 }
 
 TEST_STAT_HELP = ("statistic the significance columns test in each row group: a column's statistic (R@k, MedR, mAP, "
@@ -82,8 +85,10 @@ def build_parser() -> argparse.ArgumentParser:
                       help="re-run finished runs and restart interrupted ones (default: skip and resume)")
     grid.add_argument("--jobs", type=int, default=None, metavar="N",
                       help="worker processes of --launcher local (default: 2)")
-    grid.add_argument("--threads", type=int, default=None, metavar="N",
-                      help="torch threads per run (default: torch's own; with --launcher local, cores / jobs)")
+    grid.add_argument("--threads", type=_threads, default=None, metavar="N|auto",
+                      help="torch threads per run (default: torch's own, whatever the machine's load; with "
+                           "--launcher local, cores / jobs); auto: the cores other work leaves free at the start "
+                           "(changes the numbers)")
     grid.add_argument("--no-progress", action="store_true", help="hide progress bars")
     grid.add_argument("--no-tables", action="store_true", help=argparse.SUPPRESS)  # print no tables
     run = sub.add_parser("run", help="train and test methods of a task; write results and tables",
@@ -114,27 +119,24 @@ def build_parser() -> argparse.ArgumentParser:
                           "its best settings trained with the seeds and tested", parents=[grid, plugins])
     tune.add_argument("task", help="task YAML, e.g. tasks/own_features_labels.yaml")
     tune.add_argument("--methods", required=True, help="comma-separated methods to compare, each tuned alike")
-    tune.add_argument("--trials", type=int, default=None,
-                      help="trials per method (default: the task's tune.trials, else 20)")
-    tune.add_argument("--seconds-per-method", type=float, default=None, metavar="S",
-                      help="also stop each method's study once its trials took S seconds in all (an equal "
-                           "wall-clock budget; the tables mark a method that got fewer trials)")
-    tune.add_argument("--seeds", default="0", help="seeds of the tuned runs (default: 0); the trials train with "
-                      "the first one")
-    tune.add_argument("--study-seed", type=int, default=None, help="seed the trials train with (default: the first "
-                      "of --seeds)")
-    tune.add_argument("--set", dest="overrides", action="append", default=[], metavar="NAME.KEY=VALUE",
-                      help="override a task setting for trials and tuned runs (repeatable)")
-    tune.add_argument("--epochs", type=int, default=None, help="override the number of epochs of every method")
-    tune.add_argument("--storage", default=None, metavar="URL",
-                      help="Optuna storage URL (default: sqlite:///OUT/TASK/_tune/studies.db)")
-    tune.add_argument("--launcher", choices=("sequential", "local", "slurm"), default="sequential",
-                      help="where trials run: this process (default), --jobs worker processes, or --jobs SLURM jobs")
-    tune.add_argument("--slurm", default=None, metavar="KEY=VALUE,...",
-                      help="SLURM options over the task file's launcher.slurm section (docs/slurm.md)")
-    tune.add_argument("--no-final", action="store_true", help="run the studies only; no tuned runs")
+    _tune_arguments(tune, seeds="0")
     tune.add_argument("--studies-only", action="store_true", help=argparse.SUPPRESS)  # a worker of local/slurm
     tune.add_argument("--worker", type=int, default=0, help=argparse.SUPPRESS)  # its number (seeds its sampler)
+    lead = sub.add_parser("leaderboard", help="the reference table of cross-modal losses: every row of each task's "
+                          "leaderboard block tuned with one budget, trained with 5 seeds; ranks and the Bayesian "
+                          "comparison across sets (docs/reference-table.md)", parents=[grid, plugins])
+    lead.add_argument("tasks", nargs="*", metavar="TASK",
+                      help="tasks whose sets to make (none: only compute the table of the sets under --out)")
+    lead.add_argument("--metric", default=None, help="a metric other than the task's primary one (a set of its own, "
+                      "for the claims ledger; not a column of the table)")
+    lead.add_argument("--rows", default=None, help="comma-separated rows of the table to make (default: all the "
+                      "task declares), e.g. max_violation,sum,infonce,siglip,swamp")
+    lead.add_argument("--name", default=None, help="the set's folder under --out (default: the task's name, with "
+                      "the metric when it is not the primary one)")
+    lead.add_argument("--no-bayes", action="store_true", help="leave out the Bayesian comparison (minutes of MCMC)")
+    _tune_arguments(lead, seeds="0-4")
+    lead.add_argument("--studies-only", action="store_true", help=argparse.SUPPRESS)
+    lead.add_argument("--worker", type=int, default=0, help=argparse.SUPPRESS)
     rerun = sub.add_parser("rerun", help="run again what result files record, from their own settings; --check: "
                                          "compare the metrics", parents=[plugins, grid])
     rerun.add_argument("results", nargs="+", metavar="RESULT",
@@ -290,10 +292,61 @@ def cmd_run(args: argparse.Namespace) -> int:
     preflight.check_out(out, [result_path(out, r.spec.name, r.run_name, r.seed).parent for r in runs])
     preflight.check_environment()
     setup = _grid(args, init=init, later=_later(args, runs[0].spec.path, runs[0].spec.name))
-    outcome = grid.run(runs, setup, grid.options(setup, watch))
+    opts = grid.options(setup, watch)
+    if setup.launcher != "slurm" and opts.dist.is_main:  # SLURM jobs train on other machines
+        preflight.check_precision(runs, opts.device)
+    outcome = grid.run(runs, setup, opts)
     if args.reference in outcome.refused_names:
         args.reference = None  # refused: it has no result to compare with
     return _finish(outcome, args, {runs[0].spec.name})
+
+
+def _tune_arguments(parser: argparse.ArgumentParser, seeds: str) -> None:
+    """The arguments ``tune`` and ``leaderboard`` share: the budget, the seeds, the settings, the storage, the
+    launcher and the pruning rule."""
+    parser.add_argument("--trials", type=int, default=None,
+                        help="trials per method (default: the task's tune.trials, else 20)")
+    parser.add_argument("--seconds-per-method", type=float, default=None, metavar="S",
+                        help="also stop each method's study once its trials took S seconds in all (an equal "
+                             "wall-clock budget; the tables mark a method that got fewer trials)")
+    parser.add_argument("--seeds", default=seeds,
+                        help=f"seeds of the tuned runs (default: {seeds}); the trials train with the first one")
+    parser.add_argument("--study-seed", type=int, default=None, help="seed the trials train with (default: the first "
+                        "of --seeds)")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="NAME.KEY=VALUE",
+                        help="override a task setting for trials and tuned runs (repeatable)")
+    parser.add_argument("--epochs", type=int, default=None, help="override the number of epochs of every method")
+    parser.add_argument("--storage", default=None, metavar="URL",
+                        help="Optuna storage URL (default: sqlite:///OUT/TASK/_tune/studies.db)")
+    parser.add_argument("--launcher", choices=("sequential", "local", "slurm"), default="sequential",
+                        help="where trials run: this process (default), --jobs worker processes, or --jobs SLURM jobs")
+    parser.add_argument("--slurm", default=None, metavar="KEY=VALUE,...",
+                        help="SLURM options over the task file's launcher.slurm section (docs/slurm.md)")
+    parser.add_argument("--prune", choices=("none", "median"), default="none",
+                        help="none (default): every trial trains all its epochs; median: Optuna's median pruner once "
+                             "every trial ran --prune-warmup of its epochs (the same rule for every method)")
+    parser.add_argument("--prune-warmup", type=float, default=0.5, metavar="SHARE",
+                        help="with --prune median: the share of the epochs before a trial may be pruned (default 0.5)")
+    parser.add_argument("--no-final", action="store_true", help="run the studies only; no tuned runs")
+
+
+def _threads(text: str) -> int | str:
+    """--threads: a positive number of torch threads, or ``auto``."""
+    if text == "auto":
+        return text
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a positive number of torch threads, or auto") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value}: give a positive number of torch threads, or auto")
+    return value
+
+
+def fixed_threads(args: argparse.Namespace) -> int | None:
+    """The torch threads --threads fixes (None: torch's default, or ``auto``'s choice at the start)."""
+    threads = getattr(args, "threads", None)
+    return threads if isinstance(threads, int) else None
 
 
 def _grid(args: argparse.Namespace, init: Path | None = None, later: tuple[str, str] = ("", "")) -> Grid:
@@ -302,7 +355,8 @@ def _grid(args: argparse.Namespace, init: Path | None = None, later: tuple[str, 
     from harness.store import provenance
 
     return grid.Grid(out=Path(args.out), device=args.device, launcher=args.launcher, jobs=args.jobs,
-                     threads=args.threads, slurm=getattr(args, "slurm", None), wait=getattr(args, "wait", False),
+                     threads=fixed_threads(args), auto_threads=args.threads == "auto",
+                     slurm=getattr(args, "slurm", None), wait=getattr(args, "wait", False),
                      progress=not args.no_progress, force=args.force, on_nan=getattr(args, "on_nan", "stop"),
                      epochs=getattr(args, "epochs", None), init=init, include=tuple(args.include),
                      command=tuple(provenance.command()), data_root=args.data_root, later=later)
@@ -355,8 +409,10 @@ def cmd_rerun(args: argparse.Namespace) -> int:
     preflight.check_environment()
     setup = _grid(args)
     opts = grid.options(setup)
-    for line in grid.rerun_warnings(records, opts.device.type, opts.dist.world_size, args.threads):
+    for line in grid.rerun_warnings(records, opts.device.type, opts.dist.world_size, fixed_threads(args)):
         print(f"warning: {line}", file=sys.stderr)
+    if opts.dist.is_main:  # a rerun repeats the recorded precision: fp32 is a new run of the task
+        preflight.check_precision(runs, opts.device, "a new `harness run` of the task with --set train.precision=fp32")
     print(f"re-running {len(runs)} run(s) from their result files into {out}/")
     outcome = grid.rerun(records, setup, opts)
     check = (lambda results: grid.check_reruns(records, results, opts.device.type)) if args.check else None
@@ -428,9 +484,21 @@ def cmd_claims(args: argparse.Namespace) -> int:
     return claims.cmd(args)
 
 
+def cmd_leaderboard(args: argparse.Namespace) -> int:
+    """``harness leaderboard``: the reference table's sets (:mod:`harness.tune.leaderboard`), then the table."""
+    from harness.tune import leaderboard
+
+    return leaderboard.cmd(args)
+
+
 def cmd_tune(args: argparse.Namespace) -> int:
+    import optuna
+
     from harness.tune import command
 
+    # Optuna's log records take the command's one-line warnings (main's handler), not Optuna's own console format
+    optuna.logging.disable_default_handler()
+    optuna.logging.enable_propagation()
     return command.cmd(args)
 
 
@@ -454,7 +522,48 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Run one command; bad input exits with status 2 and a run that stopped with status 3, each with
-    one ``error:`` line on stderr. Plugin files that failed to import are reported once, as warnings."""
+    one ``error:`` line on stderr, its last line. Every line the command writes to stderr starts with
+    ``error: ``, ``warning: `` or ``note: `` (docs/reliability.md): Python warnings and library log records
+    become one ``warning:`` line each while it runs. Plugin files that failed to import are reported once,
+    as warnings."""
+    previous = warnings.showwarning
+    warnings.showwarning = show_warning
+    lines = LogLines()
+    logging.getLogger().addHandler(lines)
+    try:
+        return _main(argv)
+    finally:
+        warnings.showwarning = previous
+        logging.getLogger().removeHandler(lines)
+
+
+def show_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                 file: TextIO | None = None, line: str | None = None) -> None:
+    """``warnings.showwarning`` of a command: one ``warning:`` line, the category and the message's first line
+    (Python's own format spans several lines: the message, its source file and the source line)."""
+    print(f"warning: {category.__name__}: {first_line(message)}", file=sys.stderr if file is None else file)
+
+
+class LogLines(logging.Handler):
+    """A library's log records of level WARNING and above as one ``warning:`` line each on stderr (the logger's
+    name and the message's first line); without a handler Python prints them bare."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            print(f"warning: {record.name}: {first_line(record.getMessage())}", file=sys.stderr)
+        except (TypeError, ValueError, OSError):  # logging's rule: a record that cannot be shown is reported
+            self.handleError(record)
+
+
+def first_line(message: object) -> str:
+    """The first non-empty line of ``message``."""
+    return next((text.strip() for text in str(message).splitlines() if text.strip()), "")
+
+
+def _main(argv: list[str] | None) -> int:
     from harness.config import registry
     from harness.store import provenance
 
@@ -468,6 +577,7 @@ def main(argv: list[str] | None = None) -> int:
         handler = {"run": cmd_run, "rerun": cmd_rerun, "list": cmd_list, "table": cmd_table, "plot": cmd_plot,
                    "clusters": cmd_clusters, "ensemble": cmd_ensemble, "compare": cmd_compare, "report": cmd_report,
                    "status": cmd_status, "claims": cmd_claims, "reproduce": cmd_reproduce, "tune": cmd_tune,
+                   "leaderboard": cmd_leaderboard,
                    "bench": cmd_bench}[args.command]
         code = handler(args)
         _plugin_warnings()

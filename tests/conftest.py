@@ -26,6 +26,7 @@ TINY = {
                   "contrastive_weight": 0.0},
         "swamp_plus_contrastive": {"method": "swamp", "K": 16, "queue": 64, "contrastive_weight": 1.0},
         "swamp_hard": {"method": "swamp", "K": 16, "queue": 64, "hard": True},
+        "swamp_infonce": {"method": "swamp", "K": 16, "queue": 64, "contrastive_weight": 1.0, "loss": "infonce"},
         "cca": {"method": "cca", "dim": 4},
     },
 }

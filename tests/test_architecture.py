@@ -220,6 +220,7 @@ OTHER_JSON = {
     "harness/analysis/clusters.py": "the word list of a vocabulary",
     "harness/bench.py": "asv's results and its benchmark list",
     "harness/report/tables.py": "the options a folder's tables were written with (tables.json)",
+    "harness/report/leaderboard.py": "a reference-table set's manifest (leaderboard.json)",
     "harness/run/slurm.py": "a SLURM job's worker's reply (harness.worker --reply)",
 }
 

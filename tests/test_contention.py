@@ -119,8 +119,10 @@ def test_the_regression_gate_gives_no_verdict_on_a_busy_machine(capsys):
     assert "bench gate: no verdict: other work kept" in out and "Re-run the gate on a quiet machine" in out
 
 
-@pytest.mark.slow  # seconds: a whole run (or the gate) timed beside busy processes
-def test_a_busy_machine_at_the_start_trains_with_the_cores_left_free(tmp_path, capsys):
+@pytest.mark.slow  # seconds: a whole run timed beside busy processes
+def test_a_busy_machine_at_the_start_keeps_the_threads_and_says_so(tmp_path, capsys):
+    """Without --threads the threads are torch's default whatever the load: the numbers are a function of the
+    command, not of the moment; the note says how to choose threads."""
     import torch
 
     before = torch.get_num_threads()
@@ -133,11 +135,57 @@ def test_a_busy_machine_at_the_start_trains_with_the_cores_left_free(tmp_path, c
             assert main(["run", str(_tiny(tmp_path)), "--methods", "contrastive", "--out", str(tmp_path / "out"),
                          "--no-progress", "--device", "cpu"]) == 0
         err = capsys.readouterr().err
-        assert "note: the machine is busy (other work kept" in err and "torch trains with 1 thread(s) instead of" in err
+        assert "note: the machine is busy (other work kept" in err
+        assert f"torch trains with its {cores} thread(s) all the same" in err and "--threads auto" in err
+        result = json.loads((tmp_path / "out" / "tiny" / "contrastive" / "seed0.json").read_text())
+        assert result["profile"]["contention"]["train"]["threads"] == cores
+        assert result["environment"]["hardware"]["torch_threads"] == cores
+    finally:
+        torch.set_num_threads(before)
+
+
+@pytest.mark.slow  # seconds: a whole run timed beside busy processes
+def test_threads_auto_trains_with_the_cores_left_free(tmp_path, capsys):
+    import torch
+
+    before = torch.get_num_threads()
+    cores = len(contention.cores())
+    if cores < 2:
+        pytest.skip("one core: there is no thread to give up")
+    torch.set_num_threads(cores)
+    try:
+        with spinning(cores):
+            assert main(["run", str(_tiny(tmp_path)), "--methods", "contrastive", "--out", str(tmp_path / "out"),
+                         "--no-progress", "--device", "cpu", "--threads", "auto"]) == 0
+        err = capsys.readouterr().err
+        assert "note: the machine is busy (other work kept" in err
+        assert "--threads auto: torch trains with 1 thread" in err
         result = json.loads((tmp_path / "out" / "tiny" / "contrastive" / "seed0.json").read_text())
         assert result["profile"]["contention"]["train"]["threads"] == 1
     finally:
         torch.set_num_threads(before)
+
+
+@pytest.mark.slow  # two whole runs of the synthetic task in fresh processes (about 15 s each)
+def test_the_numbers_do_not_depend_on_the_load(tmp_path):
+    """The same command, quiet and beside a process that keeps one core busy: byte-identical test metrics and the
+    same recorded threads (the thread count changes the arithmetic, so it must not follow the load)."""
+    if contention.probe(0.5, threads=len(contention.cores()))["contended"]:
+        pytest.skip("the machine is busy with other work now, so a quiet run cannot be made")
+
+    def run(out: Path) -> dict:
+        subprocess.run([sys.executable, "-m", "harness", "run", str(ROOT / "tasks" / "synthetic.yaml"), "--methods",
+                        "swamp", "--epochs", "3", "--seeds", "0", "--out", str(out), "--no-progress", "--no-tables"],
+                       check=True, cwd=ROOT, capture_output=True)
+        return json.loads((out / "synthetic" / "swamp" / "seed0.json").read_text())
+
+    quiet = run(tmp_path / "quiet")
+    with spinning(1):
+        busy = run(tmp_path / "busy")
+    assert busy["profile"]["contention"]["train"]["contended"] or len(contention.cores()) > 2
+    assert json.dumps(quiet["metrics"], sort_keys=True) == json.dumps(busy["metrics"], sort_keys=True)
+    threads = [r["environment"]["hardware"]["torch_threads"] for r in (quiet, busy)]
+    assert threads[0] == threads[1] == quiet["profile"]["contention"]["train"]["threads"]
 
 
 def test_a_quiet_start_keeps_the_threads():

@@ -3,6 +3,7 @@ before any trial, equal trials per method, pruning, the test split never read du
 with no trial lost or doubled, parallel workers sharing one study, and the tables and site marking tuned rows."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import signal
@@ -48,7 +49,10 @@ def test_search_spaces_are_read_from_the_declarations():
     assert found["encoders.a.hidden"].space.layers and found["encoders.a.hidden"].params() == [
         "encoders.a.hidden.width", "encoders.a.hidden.depth"]
     assert "train.epochs" not in found  # declared with on=False
-    assert "margin" in found and "temperature" not in found  # the hinge's margin; the temperature is InfoNCE's
+    # SwAMP without its contrastive term (contrastive_weight 0): the term's settings do nothing and are not searched
+    assert "margin" not in found and "temperature" not in found and "siglip_scale" not in found
+    plus = dims(ROOT / "tasks" / "synthetic.yaml", "swamp_plus_contrastive")
+    assert "margin" in plus and "temperature" not in plus  # the hinge's margin; the temperature is InfoNCE's
     infonce = dims(ROOT / "tasks" / "wikipedia.yaml", "contrastive_infonce")
     assert "temperature" in infonce and "margin" not in infonce
     cca = dims(ROOT / "tasks" / "wikipedia.yaml", "cca")
@@ -278,7 +282,9 @@ def test_the_pruner_stops_trials_that_trail_the_median(tmp_path, monkeypatch):
     train.lr, so that which trials trail is known.)"""
     path = tiny(tmp_path)
     s = studies.Study(task=str(path), method="contrastive", overrides=(), added=(), epochs=6, seed=0, trials=12,
-                      seconds=None, folder=tmp_path / "_tune", storage=studies.default_storage(tmp_path / "_tune"))
+                      seconds=None, folder=tmp_path / "_tune", storage=studies.default_storage(tmp_path / "_tune"),
+                      prune="median", prune_warmup=0.5)
+    assert s.warmup_epochs == 3 and s.pruner_text == "median after 50% of the epochs (3)"
     epochs_seen = []
 
     def train(run, data, opts, on_epoch):
@@ -293,12 +299,39 @@ def test_the_pruner_stops_trials_that_trail_the_median(tmp_path, monkeypatch):
         return SimpleNamespace(fit=fit, val_at_best={"a2b/R@1": history[-1]["val/a2b/R@1"]})
 
     monkeypatch.setattr(studies.runner, "train", train)
+    monkeypatch.setattr(studies.preflight, "refusals", lambda runs, data: {})
     opts = SimpleNamespace(out=tmp_path / "trials")
     opened = studies.work(s, paired.PairedData(splits={}), opts)  # type: ignore[arg-type]
     have = studies.counts(opened)
     assert have["counted"] == 12 and have["pruned"] >= 1
     for t in opened.get_trials(states=(TrialState.PRUNED,)):
-        assert max(t.intermediate_values) < 6  # stopped before its last epoch, which is never pruned
+        # stopped after the warm-up (3 of 6 epochs, alike for every trial) and before its last epoch
+        assert 3 <= max(t.intermediate_values) < 6
+
+    # the default rule prunes nothing: every trial trains all its epochs, whatever its curve
+    none = dataclasses.replace(s, prune="none", folder=tmp_path / "_none",
+                               storage=studies.default_storage(tmp_path / "_none"))
+    assert none.pruner_text == "none" and none.name != s.name  # another rule is another study
+    have = studies.counts(studies.work(none, paired.PairedData(splits={}), opts))  # type: ignore[arg-type]
+    assert (have["counted"], have["complete"], have["pruned"]) == (12, 12, 0)
+
+
+def test_one_pruning_rule_for_every_method_of_a_command(tmp_path):
+    """Every method's study of one command gets the same rule; the warm-up is the same share of each method's
+    epochs; the rule is refused when it is not one."""
+    path = tiny(tmp_path)
+    args = SimpleNamespace(task=str(path), overrides=[], data_root=None, methods="contrastive,swamp,cca",
+                           trials=4, seconds_per_method=None, seeds="0", study_seed=None, out=str(tmp_path),
+                           storage=None, epochs=4, prune="median", prune_warmup=0.5)
+    found = command.setup(args)
+    assert {type(studies.pruner_of(s)) for s in found} == {optuna.pruners.MedianPruner}
+    assert {s.warmup_epochs for s in found if s.method != "cca"} == {2}
+    assert {s.pruner_text for s in found if s.method != "cca"} == {"median after 50% of the epochs (2)"}
+    default = command.setup(SimpleNamespace(**{**vars(args), "prune": "none"}))
+    assert {type(studies.pruner_of(s)) for s in default} == {optuna.pruners.NopPruner}
+    for bad, message in (({"prune": "hyperband"}, "--prune 'hyperband'"), ({"prune_warmup": 0.0}, "--prune-warmup")):
+        with pytest.raises(ConfigError, match=message):
+            command.setup(SimpleNamespace(**{**vars(args), **bad}))
 
 
 def test_a_closed_form_fit_is_never_pruned(tmp_path):

@@ -22,7 +22,8 @@ from harness.errors import ConfigError, did_you_mean, unknown
 from harness.ops.precision import PRECISIONS
 
 TOP_KEYS = ("name", "version", "description", "base", "dataset", "encoders", "metrics", "train", "test", "methods",
-            "reference", "launcher", "tune")  # tune: read by harness tune (harness/tune/space.py), by no run
+            "reference", "launcher", "tune", "leaderboard")  # tune, leaderboard: read by harness tune and harness
+# leaderboard (harness/tune/space.py, harness/tune/leaderboard.py), by no run
 MODALITIES = ("a", "b")
 
 
@@ -84,6 +85,16 @@ DIRECTIONS = {"a2b": False, "b2a": True, "i2t": False, "t2i": True, "v2t": False
               "p2s": True}
 
 
+RANK_STATS = ("MedR", "MeanR")  # the statistics that are ranks: lower is better
+
+
+def lower_is_better(metric: str) -> bool:
+    """Whether a lower value of ``metric`` (a name of :meth:`MetricSpec.names`, with or without ``val/``) is better:
+    the median and mean ranks; every other metric (recalls, precisions, rsum) is better higher. The one place the
+    direction of a metric is decided: epoch selection, the floor, collapse, tuning and the reports ask here."""
+    return metric.endswith(RANK_STATS)
+
+
 @dataclass(frozen=True)
 class MetricSpec:
     directions: tuple[str, ...] = ("a2b", "b2a")
@@ -110,7 +121,7 @@ class MetricSpec:
 
     def names(self) -> list[str]:
         """Every metric name this spec produces, e.g. 'a2b/R@1', 'b2a/class_MedR', '5folds/rsum'."""
-        stats = [f"R@{k}" for k in self.ks] + ["MedR", "MeanR"] + self.precision_stats()
+        stats = [f"R@{k}" for k in self.ks] + list(RANK_STATS) + self.precision_stats()
         prefix = {"pair": "", "class": "class_"}
         names = [f"{d}/{prefix[r]}{s}" for d in self.directions for r in self.relevance for s in stats]
         names += ["rsum"] if self.rsum else []

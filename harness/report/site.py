@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from harness.config import spec as specs
 from harness.errors import ConfigError
 from harness.report import freshness as fr
 from harness.report import markdown, model, tables, tuning
@@ -52,7 +53,7 @@ def headline(rs: ResultSet) -> tuple[str, list[tuple[str, str]]]:
     for name, runs in rs.runs.items():
         values = [r["metrics"][metric] for r in runs if metric in r["metrics"]]
         out.append((name, f"{tables.mean_std(values)} (n={len(values)})" if values else "–"))
-    lower = metric.rsplit("/", 1)[-1] in ("MedR", "MeanR")
+    lower = specs.lower_is_better(metric)
     return f"test {metric}{' (lower is better)' if lower else ''}", out
 
 

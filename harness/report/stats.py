@@ -30,6 +30,8 @@ from scipy import stats as sps
 
 from harness.errors import ConfigError
 
+ALPHA = 0.05  # the significance level of every test the reports make (the ledger's rules may set their own)
+
 _RECALL = re.compile(r"^(?P<head>.+)/(?P<rel>class_)?R@(?P<k>\d+)$")
 _MAP = re.compile(r"^(?P<head>.+)/(?P<rel>class_)?mAP$")
 

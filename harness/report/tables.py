@@ -176,13 +176,16 @@ def tuned_trials(result: dict[str, Any]) -> int | None:
 
 def tuned_flag(runs: list[dict[str, Any]], results: list[dict[str, Any]]) -> str:
     """' [tuned N]' for a run whose settings a study of N trials chose (``harness tune``), ' [tuned N < M]' when
-    another row of the same table was tuned with more (M) trials; else ''."""
+    another row of the same table was tuned with more (M) trials, with ', k pruned' when the pruner stopped k of
+    them; else ''."""
     counted = [n for n in (tuned_trials(r) for r in runs) if n is not None]
     if not counted:
         return ""
     most = max(n for n in (tuned_trials(r) for r in results) if n is not None)
     least = min(counted)
-    return f" [tuned {least} < {most}]" if least < most else f" [tuned {least}]"
+    pruned = max(int(r["tuning"]["trials"].get("pruned", 0)) for r in runs if r.get("tuning"))
+    return (f" [tuned {least} < {most}" if least < most else f" [tuned {least}") + \
+        (f", {pruned} pruned]" if pruned else "]")
 
 
 def fit_flag(runs: list[dict[str, Any]]) -> str:
@@ -236,9 +239,11 @@ def accuracy_footnote(results: list[dict[str, Any]], reference: str | None, test
         uneven = (" Rows marked [tuned N < M] got fewer trials than the most tuned row (a wall-clock budget, "
                   "--seconds-per-method, ran out first): their comparison is not at equal budget."
                   if len(counts) > 1 else "")
+        pruned = (" [tuned N, k pruned]: the pruner stopped k of the N trials before their last epoch."
+                  if any(int(r["tuning"]["trials"].get("pruned", 0)) for r in tuned) else "")
         lines.append(f"[tuned N]: the row's settings were chosen by `harness tune`, N trials of Optuna's TPE on the "
                      f"validation split's {metric} (the first trial: the task's own settings); rows without the mark "
-                     f"use the task's settings. The result files' `tuning` entry holds the study.{uneven}")
+                     f"use the task's settings. The result files' `tuning` entry holds the study.{uneven}{pruned}")
     if any(r.get("warnings") for r in results):
         lines.append("[settings warned]: the run's settings do not fit its data (a batch or SwAMP queue at least as "
                      "large as the training set, a k of R@k that reaches the number of items a query ranks); the "

@@ -73,7 +73,8 @@ class Grid:
     device: str = "auto"
     launcher: str = "sequential"
     jobs: int | None = None  # worker processes of the local launcher
-    threads: int | None = None  # torch threads per run
+    threads: int | None = None  # torch threads per run (None: torch's own default, whatever the machine's load)
+    auto_threads: bool = False  # --threads auto: train with the cores other work leaves free (changes the numbers)
     slurm: str | None = None  # --slurm KEY=VALUE,...: over the task file's launcher.slurm section
     wait: bool = False  # SLURM: wait for the jobs to end
     data_root: str | None = None  # runs rebuilt from result files: their dataset.root
@@ -151,8 +152,9 @@ def options(grid: Grid, watch: contention.Snapshot | None = None) -> runner.RunO
     check(grid, info.world_size)
     if grid.threads is not None:
         torch.set_num_threads(grid.threads)
-    mine = watch if (grid.threads is None and info.world_size == 1 and device.type == "cpu"
-                     and grid.launcher == "sequential") else None
+    mine = ThreadWatch(watch, grid.auto_threads) if (watch is not None and grid.threads is None
+                                                    and info.world_size == 1 and device.type == "cpu"
+                                                    and grid.launcher == "sequential") else None
     return runner.RunOptions(device=device, out=grid.out, progress=grid.progress, force=grid.force, init=grid.init,
                              dist=info, on_nan=grid.on_nan, watch=mine)
 
@@ -534,20 +536,38 @@ def _sequential(runs: list[Run], opts: runner.RunOptions) -> list[dict[str, Any]
     return results
 
 
+@dataclass(frozen=True)
+class ThreadWatch:
+    """The machine's counters at a command's start, and whether the command asked for ``--threads auto``."""
+
+    start: contention.Snapshot
+    auto: bool = False
+
+
 def _fit_threads(opts: runner.RunOptions) -> None:
-    """Once, before the first run trains: on a machine where other work kept cores busy since the command started,
-    train with the cores it leaves free (at least one), and say so; the timings are marked [contended] anyway."""
-    found = contention.threads_for(opts.watch, torch.get_num_threads())
+    """Once, before the first run trains, on a machine where other work kept cores busy since the command started:
+    say so in one ``note:`` line. The threads stay torch's default, so that the numbers are a function of the command
+    and not of the moment (the thread count changes the arithmetic); only ``--threads auto`` trains with the cores
+    the other work leaves free (at least one), which is recorded and changes the numbers."""
+    watch: ThreadWatch = opts.watch
     opts.watch = None
+    found = contention.threads_for(watch.start, torch.get_num_threads())
     if found is None:
         return
-    threads, record = found
+    fewer, record = found
     names = ", ".join(record["busy_names"]) or "many small processes"
-    print(f"note: the machine is busy (other work kept {record['others_cores']:.1f} of its {record['cores']} cores "
-          f"busy in the last {record['wall_s']:.1f} s: {names}): torch trains with {threads} thread(s) instead of "
-          f"{torch.get_num_threads()}, which slows it less beside other work (docs/measurement.md); --threads N "
-          "sets it. Timings taken on a busy machine are marked [contended].", file=sys.stderr)
-    torch.set_num_threads(threads)
+    busy = (f"note: the machine is busy (other work kept {record['others_cores']:.1f} of its {record['cores']} cores "
+            f"busy in the last {record['wall_s']:.1f} s: {names})")
+    if not watch.auto:
+        print(f"{busy}: torch trains with its {torch.get_num_threads()} thread(s) all the same, so the numbers are "
+              f"those of a quiet machine; timings are marked [contended]. --threads N sets the threads, --threads "
+              f"auto trains with the {fewer} the other work leaves free (other numbers: docs/measurement.md).",
+              file=sys.stderr)
+        return
+    print(f"{busy}: --threads auto: torch trains with {fewer} thread(s) instead of {torch.get_num_threads()}, "
+          "recorded in the result files; the thread count changes the numbers (docs/measurement.md). Timings taken "
+          "on a busy machine are marked [contended].", file=sys.stderr)
+    torch.set_num_threads(fewer)
 
 
 def _run_locked(run: Run, data: Any, opts: runner.RunOptions, tag: str) -> dict[str, Any] | None:

@@ -18,9 +18,10 @@ from harness.config.registry import METHODS, SOURCES
 from harness.config.spec import DIRECTIONS, MetricSpec, TaskSpec
 from harness.data.paired import SPLITS, PairedData, Split
 from harness.errors import ConfigError, DataError, NotApplicable
-from harness.ops import native, ot
+from harness.ops import native, ot, precision
 from harness.run import guards, search
 from harness.run.build import build_method, settled_params
+from harness.store import provenance
 
 
 def _nearest_existing(path: Path) -> Path:
@@ -198,6 +199,8 @@ def fit_warnings(spec: TaskSpec, name: str, data: PairedData) -> list[str]:
         # random data in a real dataset's shapes measures time only, at the real settings (a smoke run shrinks
         # the data, not K): what would stop an accuracy run is said, and the run goes on
         lines.append(f"{where}: {err} (random data, timing only: the run goes on)")
+    if "test" not in data.splits:  # a tuning trial's data: no test split to rank
+        return lines
     test = data["test"]
     for n_folds in spec.metrics.folds:
         for direction in spec.metrics.directions:
@@ -223,3 +226,18 @@ def check_fit(runs: Iterable[Any], data: PairedData) -> None:
             lines += fit_warnings(run.spec, run.method, data)
     for line in dict.fromkeys(lines):
         print(f"warning: {line}", file=sys.stderr)
+
+
+def check_precision(runs: Iterable[Any], device: torch.device, setting: str = precision.FP32_SETTING) -> None:
+    """Print one ``warning:`` line for each precision of the planned runs that this machine's CPU, when it is the
+    device, would emulate (:func:`harness.ops.precision.cpu_warning`: bf16 without avx512_bf16 or amx_bf16), before
+    anything trains; ``setting`` says how to ask for fp32. It concerns the machine, not the settings: the result
+    files do not record it."""
+    if device.type != "cpu":
+        return
+    asked = dict.fromkeys(run.spec.methods[run.method].train.precision for run in runs)
+    cpu, flags = provenance.cpu_model(), provenance.cpu_flags()
+    for name in asked:
+        line = precision.cpu_warning(name, device.type, cpu, flags, setting)
+        if line is not None:
+            print(f"warning: {line}", file=sys.stderr)

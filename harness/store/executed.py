@@ -50,6 +50,7 @@ EXCLUDED: dict[str, str] = {
     "harness.run.launcher": "launches runs in worker processes",
     "harness.run.slurm": "launches runs as SLURM jobs",
     "harness.run.locks": "locks an output folder",
+    "harness.tune": "searches settings and launches the tuned runs (each run's settings are recorded)",
     "harness.store": "writes result files and records provenance",
     "harness.report": "tables, pages, ledgers",
     "harness.bench": "the benchmark gate",

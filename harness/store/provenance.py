@@ -154,6 +154,7 @@ def environment(device: torch.device, plugin_folders: Iterable[str | Path] = ())
         "hardware": {"cpu": cpu_model(), "cpu_flags": cpu_flags(), "cores": os.cpu_count(),
                      "torch_threads": torch.get_num_threads(),
                      "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
+                     "gomp_spincount": os.environ.get("GOMP_SPINCOUNT"),
                      "ram_gib": round(psutil.virtual_memory().total / 2**30, 1), "device": str(device),
                      "gpu": gpu_info(device)},
         "versions": {"python": platform.python_version(), "torch": torch.__version__, "cuda": torch.version.cuda,

@@ -21,7 +21,7 @@ from harness.config import spec as specs
 from harness.config.plan import Run
 from harness.data.paired import PairedData
 from harness.errors import ConfigError, RunError
-from harness.run import grid, runner
+from harness.run import grid, preflight, runner
 from harness.tune import space
 from harness.tune import study as studies
 from harness.tune.space import tune_block
@@ -43,14 +43,15 @@ def setup(args: argparse.Namespace) -> list[studies.Study]:
     specs.select_methods(spec, names)
     block = tune_block(spec)
     trials = args.trials if args.trials is not None else int(block.get("trials") or DEFAULT_TRIALS)
-    studies.check_budget(trials, args.seconds_per_method)
+    studies.check_budget(trials, args.seconds_per_method, args.prune, args.prune_warmup)
     seeds = plans.parse_seeds(args.seeds)
     seed = args.study_seed if args.study_seed is not None else seeds[0]
     folder = Path(args.out) / spec.name / "_tune"
     storage = args.storage or studies.default_storage(folder)
     found = [studies.Study(task=str(args.task), method=name, overrides=tuple(overrides), added=added,
                            epochs=args.epochs, seed=seed, trials=trials, seconds=args.seconds_per_method,
-                           folder=folder, storage=storage) for name in names]
+                           folder=folder, storage=storage, prune=args.prune, prune_warmup=args.prune_warmup)
+             for name in names]
     warned: list[str] = []
     for s in found:  # refuses a search that cannot be valid, naming its key
         space.dimensions(s.spec(), s.method, warned)
@@ -62,9 +63,10 @@ def setup(args: argparse.Namespace) -> list[studies.Study]:
 def cmd(args: argparse.Namespace) -> int:
     """Run the studies (with the launcher asked for), then the tuned runs; print the studies' table."""
     found = setup(args)
-    setup_grid = grid.Grid(out=Path(args.out), device=args.device, threads=args.threads,
+    setup_grid = grid.Grid(out=Path(args.out), device=args.device, threads=_threads(args),
                            progress=not args.no_progress, force=args.force)
     opts = grid.options(setup_grid)
+    preflight.check_precision([Run(s.spec(), s.method, s.method, {}, 0) for s in found], opts.device)
     data = None
     if args.launcher == "sequential" or args.studies_only:
         data = runner.load_data(found[0].spec())
@@ -161,6 +163,7 @@ def worker_argv(args: argparse.Namespace, threads: int | None, worker: int) -> l
     words += ["--seconds-per-method", str(args.seconds_per_method)] if args.seconds_per_method is not None else []
     words += ["--study-seed", str(args.study_seed)] if args.study_seed is not None else []
     words += ["--storage", args.storage] if args.storage else []
+    words += ["--prune", args.prune, "--prune-warmup", str(args.prune_warmup)]
     words += ["--epochs", str(args.epochs)] if args.epochs is not None else []
     words += ["--data-root", args.data_root] if args.data_root else []
     words += ["--threads", str(threads)] if threads is not None else []
@@ -181,7 +184,7 @@ def launch_workers(args: argparse.Namespace, found: list[studies.Study]) -> None
     if args.launcher == "local":
         from harness.run.launcher import default_threads
 
-        threads = args.threads or default_threads(jobs)
+        threads = _threads(args) or default_threads(jobs)
         print(f"tuning with {jobs} worker processes ({threads} threads each): "
               f"python {shlex.join(worker_argv(args, threads, 1))} (and --worker 2 ...)")
         procs = []
@@ -203,7 +206,7 @@ def launch_workers(args: argparse.Namespace, found: list[studies.Study]) -> None
     folder = slurm.jobs_folder(Path(args.out), found[0].spec().name) / "tune"
     executor = slurm.make_executor(folder, options, f"tune-{found[0].spec().name}")
     with executor.batch():  # one job array
-        submitted = [executor.submit(slurm.RunJob(f"tune worker {i + 1}", worker_argv(args, args.threads, i + 1)))
+        submitted = [executor.submit(slurm.RunJob(f"tune worker {i + 1}", worker_argv(args, _threads(args), i + 1)))
                      for i in range(jobs)]
     print(f"submitted {jobs} SLURM job(s) of tuning workers: {', '.join(j.job_id for j in submitted)}; waiting "
           f"(logs: {folder})")
@@ -231,6 +234,15 @@ def _follow(found: list[studies.Study], opened: list[Any], done: Any, quiet: boo
             bar.refresh()
         bar.n = counted()
         bar.refresh()
+
+
+def _threads(args: argparse.Namespace) -> int | None:
+    """The torch threads of every trial and tuned run: --threads N, else torch's default (a study's trials train alike
+    whatever the machine's load: --threads auto is refused)."""
+    if args.threads == "auto":
+        raise ConfigError("harness tune trains every trial with the same threads, so that the trials compare: give "
+                          "--threads N, or leave it out for torch's default")
+    return args.threads if isinstance(args.threads, int) else None
 
 
 def _last_line(path: Path) -> str:

@@ -145,8 +145,11 @@ def dimensions(spec: TaskSpec, method: str, warnings: list[str] | None = None) -
             found.append(type_dim)
         for kind, kind_cls, values in kinds:
             hints = typing.get_type_hints(kind_cls)
+            idle = _idle(current) if kind is None else frozenset()
             for field in dataclasses.fields(kind_cls):
                 key = P.yaml_key(field)
+                if key in idle:
+                    continue  # the part's own settings say this one does nothing here (a switched-off loss term)
                 declared: Space | None = field.metadata.get("tune")
                 # the method's own entry (swamp.train.lr) before the task-wide one (train.lr)
                 candidates = [_entry_key(part, method, key)] + ([f"train.{key}"] if part == "train" else [])
@@ -284,6 +287,14 @@ def _number(value: Any, where: str) -> float:
         raise ConfigError(f"{where} must be a number, got {value!r} (write 1.0e-4, not 1e-4, for YAML to read a "
                           "number)")
     return value
+
+
+def _idle(params: Any) -> frozenset[str]:
+    """The settings (YAML keys) that do nothing given the part's other settings, which a search would spend trials on
+    for nothing: what the parameters' ``idle_settings()`` names (SwAMP's contrastive-loss settings when its
+    ``contrastive_weight`` is 0), else none."""
+    hook = getattr(params, "idle_settings", None)
+    return frozenset(hook()) if callable(hook) else frozenset()
 
 
 def _holds(sp: Space, values: Mapping[str, Any]) -> bool:

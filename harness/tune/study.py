@@ -4,8 +4,9 @@ storage by every worker that runs the same command (this process, ``--launcher l
 A trial is one training run of the method at the settings Optuna's TPE sampler proposes (the first trial: the
 task's own settings), trained with the study's seed and validated after each epoch, as ``harness run`` trains;
 the value is the selection metric (``train.select``) of the epoch training keeps. Each epoch's best value so far
-goes to Optuna's median pruner, which stops trials that trail the others' median at the same epoch. The test split
-is never read: trials get the data without it.
+is reported to the study; by default nothing is pruned (a method that starts slowly would lose its trials for it),
+and ``--prune median`` stops trials that trail the others' median at the same epoch once every trial has run the
+same stated share of its epochs (:func:`pruner_of`). The test split is never read: trials get the data without it.
 
 Equal budgets, exactly: a worker asks for a trial only under a file lock, and only while the trials counted
 (complete, pruned, or failed because of their settings: a refused combination, a diverged loss) and those
@@ -23,6 +24,7 @@ import functools
 import hashlib
 import io
 import json
+import math
 import os
 import socket
 import threading
@@ -42,7 +44,7 @@ from harness.config.registry import METHODS
 from harness.config.spec import TaskSpec
 from harness.data.paired import PairedData
 from harness.errors import ConfigError, RunError
-from harness.run import runner
+from harness.run import preflight, runner
 from harness.run.checkpoint import resume_path
 from harness.store.schema import result_path
 from harness.tune.space import Dimension, dimensions, start_params
@@ -67,7 +69,9 @@ class Study:
     trials: int  # the budget: trials counted per method
     seconds: float | None  # an optional second budget: the trials' summed seconds per method
     folder: Path  # <out>/<task>/_tune: the default storage, the locks and the trials' resume checkpoints
-    storage: str  # an Optuna storage URL
+    storage: str  # an Optuna storage URL (or journal:///PATH, Optuna's journal file)
+    prune: str = "none"  # the pruning rule: none, or median (Optuna's median pruner after a warm-up)
+    prune_warmup: float = 0.5  # with median: the share of the epochs every trial runs before it may be pruned
 
     def spec(self, extra: list[str] | None = None) -> TaskSpec:
         """The task with the command's settings and ``extra`` overrides (a trial's settings); without them, the
@@ -97,14 +101,28 @@ class Study:
         continues the same study."""
         spec = self.spec()
         defining = {"config": spec.resolved(self.method), "space": {d.name: d.describe() for d in self.dims()},
-                    "seed": self.seed}
+                    "seed": self.seed, "pruner": self.pruner_text}
         digest = hashlib.sha256(json.dumps(defining, sort_keys=True, default=str).encode()).hexdigest()[:10]
         return f"{spec.name}.{self.method}.{digest}"
 
     @property
+    def warmup_epochs(self) -> int:
+        """With the median pruner: the epochs every trial runs before it may be pruned (the stated share of the
+        method's epochs, at least one)."""
+        epochs = self.base.methods[self.method].train.epochs
+        return max(1, math.ceil(self.prune_warmup * epochs))
+
+    @property
+    def pruner_text(self) -> str:
+        """The pruning rule in words, as result files record it."""
+        if self.prune == "none":
+            return "none"
+        return f"median after {self.prune_warmup:.0%} of the epochs ({self.warmup_epochs})"
+
+    @property
     def direction(self) -> Literal["minimize", "maximize"]:
         select = self.spec().methods[self.method].train.select
-        return "minimize" if select.endswith(("MedR", "MeanR")) else "maximize"
+        return "minimize" if specs.lower_is_better(select) else "maximize"
 
 
 def default_storage(folder: Path) -> str:
@@ -135,16 +153,29 @@ def open_study(study: Study, worker: int = 0) -> optuna.Study:
     on every run of the command and parallel workers sample apart."""
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     sampler = optuna.samplers.TPESampler(seed=study.seed * 1009 + worker)
-    n_startup = max(1, min(5, study.trials // 4))
-    pruner = optuna.pruners.MedianPruner(n_startup_trials=n_startup, n_warmup_steps=1)
     opened = optuna.create_study(storage=storage_of(study.storage), study_name=study.name, sampler=sampler,
-                                 pruner=pruner, direction=study.direction, load_if_exists=True)
+                                 pruner=pruner_of(study), direction=study.direction, load_if_exists=True)
     with lock(study):
         if not opened.get_trials(deepcopy=False):
             spec = study.spec()
             start = start_params(spec, study.method, study.dims())
             opened.enqueue_trial(start, user_attrs={"start": True, "start_params": sorted(start)})
     return opened
+
+
+PRUNERS = ("none", "median")
+
+
+def pruner_of(study: Study) -> optuna.pruners.BasePruner:
+    """The study's pruner. ``none`` (the default): every trial trains all its epochs, so that a method whose
+    validation value starts slowly is not stopped for it. ``median``: Optuna's median pruner, which stops a trial
+    whose best value so far trails the median of the earlier trials at the same epoch, once every trial has run
+    the warm-up (:attr:`Study.warmup_epochs`) and the first trials (a quarter of the budget, at most 5) are done;
+    the same rule for every method of a comparison."""
+    if study.prune == "none":
+        return optuna.pruners.NopPruner()
+    n_startup = max(1, min(5, study.trials // 4))
+    return optuna.pruners.MedianPruner(n_startup_trials=n_startup, n_warmup_steps=study.warmup_epochs)
 
 
 @contextlib.contextmanager
@@ -209,8 +240,10 @@ def recover(opened: optuna.Study) -> list[int]:
     for t in opened.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
         attrs = t.user_attrs
         beat = float(attrs.get("beat", t.datetime_start.timestamp() if t.datetime_start else now))
-        same_host_dead = attrs.get("host") == HOST and "pid" in attrs and not _alive(int(attrs["pid"]))
-        if same_host_dead or now - beat > GRACE_S:
+        here = attrs.get("host") == HOST and "pid" in attrs
+        # on this host the process says whether the trial runs (a stopped or starved worker is late to beat but
+        # alive); on another host, only the heartbeat can
+        if (here and not _alive(int(attrs["pid"]))) or (not here and now - beat > GRACE_S):
             opened.tell(t.number, state=TrialState.FAIL)
             keep: dict[str, Any] = {k: attrs[k] for k in ("start", "start_params") if k in attrs}
             opened.enqueue_trial(dict(t.params), user_attrs={**keep, "retry_of": t.number})
@@ -271,11 +304,16 @@ def run_trial(study: Study, opened: optuna.Study, trial: optuna.Trial, dims: lis
         return
     m = spec.methods[study.method]
     select = m.train.select
-    lower = select.endswith(("MedR", "MeanR"))
+    lower = specs.lower_is_better(select)
     # the last epoch (a closed-form fit's only one) ends the trial anyway: it is reported, never pruned
     last = m.train.epochs if METHODS.get(m.method, study.method).trains_by_gradient else 1
     tag = hashlib.sha1(json.dumps(values, sort_keys=True).encode()).hexdigest()[:12]
     run = Run(spec, study.method, f"{study.method}@trial-{tag}", values, study.seed)
+    refused = preflight.refusals([run], data)
+    if refused:  # settings the data refuses (K above the training pairs), as a run of them would be: counted, failed
+        trial.set_user_attr("failed", f"settings refused: {next(iter(refused.values()))}"[:500])
+        opened.tell(trial, state=TrialState.FAIL)
+        return
     best: list[float] = []
 
     def report(record: dict[str, float]) -> None:
@@ -382,7 +420,7 @@ def record(study: Study, opened: optuna.Study, dims: list[Dimension]) -> dict[st
     return {
         "study": study.name, "storage": shown_storage(study.storage), "split": "val",
         "metric": study.spec().methods[study.method].train.select, "direction": study.direction,
-        "sampler": "TPE", "pruner": "median", "seed": study.seed,
+        "sampler": "TPE", "pruner": study.pruner_text, "seed": study.seed,
         "budget": {"trials": study.trials, "seconds": study.seconds},
         "trials": {k: have[k] for k in ("counted", *COUNTED, "interrupted")},
         "space": {d.name: d.describe() for d in dims},
@@ -416,8 +454,12 @@ def final_overrides(study: Study, settings: dict[str, Any], dims: list[Dimension
     return [by_name[name].override(study.method, value) for name, value in settings.items()]
 
 
-def check_budget(trials: int, seconds: float | None) -> None:
-    """--trials and --seconds-per-method must leave a budget."""
+def check_budget(trials: int, seconds: float | None, prune: str = "none", warmup: float = 0.5) -> None:
+    """--trials and --seconds-per-method must leave a budget; --prune names a rule and --prune-warmup a share."""
+    if prune not in PRUNERS:
+        raise ConfigError(f"--prune {prune!r}: valid: {', '.join(PRUNERS)}")
+    if not 0 < warmup <= 1:
+        raise ConfigError(f"--prune-warmup must be a share of the epochs in (0, 1], got {warmup}")
     if trials < 1:
         raise ConfigError(f"--trials must be >= 1 (trials per method), got {trials}")
     if seconds is not None and not seconds > 0:
