@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# The reference table of cross-modal losses (docs/reference-table.md), every set in turn, cheapest first:
+#
+#   benchmarks/reference_table.sh SHARED_DATA OWN_FEATURES [RESULTS] [SET ...]
+#
+# SHARED_DATA holds wikipedia/, msrvtt_vgg128/ and qmul_sbir/; OWN_FEATURES holds quickdraw_halves/ (made by
+# python -m benchmarks.own_features_sets --quickdraw SHARED_DATA/quickdraw --out OWN_FEATURES). RESULTS defaults to
+# results/reference. Each set is one harness leaderboard command: its studies (--launcher local, 2 workers), then
+# each best trained with seeds 0-4; a set whose studies or runs are finished is skipped, a killed one resumes, so
+# running the script again continues where it stopped. SET names restrict it to some sets. Each set's minutes go to
+# RESULTS/sets.log. The sets named <task>-<metric> are the claims ledger's second metrics, not columns of the table.
+set -euo pipefail
+shared="${1:?usage: benchmarks/reference_table.sh SHARED_DATA OWN_FEATURES [RESULTS] [SET ...]}"
+own="${2:?usage: benchmarks/reference_table.sh SHARED_DATA OWN_FEATURES [RESULTS] [SET ...]}"
+out="${3:-results/reference}"
+shift $(( $# < 3 ? $# : 3 ))
+export WIKIPEDIA_DATA="$shared/wikipedia" MSRVTT_VGG128_DATA="$shared/msrvtt_vgg128" QMUL_SBIR="$shared/qmul_sbir"
+workers=(--launcher local --jobs "${JOBS:-2}" --no-progress --no-bayes)
+contrastive_and_swamp=max_violation,sum,infonce,siglip,swamp
+sets=(
+    "wikipedia|tasks/wikipedia.yaml"
+    "wikipedia-t2i_class_mAP|tasks/wikipedia.yaml --metric t2i/class_mAP --rows $contrastive_and_swamp"
+    "quickdraw_halves|tasks/own_features_labels.yaml --data-root $own/quickdraw_halves --name quickdraw_halves"
+    "synthetic|tasks/synthetic.yaml"
+    "synthetic-a2b_class_R_1|tasks/synthetic.yaml --metric a2b/class_R@1 --rows $contrastive_and_swamp"
+    "msrvtt_vgg128|tasks/msrvtt_vgg128.yaml"
+    "msrvtt_vgg128-t2v_MedR|tasks/msrvtt_vgg128.yaml --metric t2v/MedR --rows $contrastive_and_swamp"
+    "qmul_chairs|tasks/qmul_chairs.yaml"
+    "qmul_shoes|tasks/qmul_shoes.yaml"
+)
+mkdir -p "$out"
+for entry in "${sets[@]}"; do
+    name="${entry%%|*}"
+    if [ "$#" -gt 0 ] && ! printf '%s\n' "$@" | grep -qx "$name"; then
+        continue
+    fi
+    read -r -a words <<< "${entry#*|}"
+    start=$(date +%s)
+    echo "$(date -u +%FT%TZ) $name: start" >> "$out/sets.log"
+    python -m harness leaderboard "${words[@]}" --out "$out" "${workers[@]}"
+    echo "$(date -u +%FT%TZ) $name: done in $(( ($(date +%s) - start) / 60 )) min" >> "$out/sets.log"
+done
