@@ -216,6 +216,9 @@ def build_parser() -> argparse.ArgumentParser:
                            "it again: committed against re-made number, interval and verdict")
     repro.add_argument("claims", nargs="*", metavar="CLAIM", help="claim ids of the ledger (default: every claim)")
     repro.add_argument("--ledger", default=None, help="claims ledger (default: claims/swamp-aistats2023.yaml)")
+    repro.add_argument("--reference", default=None, metavar="ROOT",
+                       help="re-make the reference table's tuned runs under ROOT instead (e.g. results/reference) and "
+                            "compute the table again from them")
     repro.add_argument("--budget", type=float, default=None, metavar="SECONDS",
                        help="re-make only the evidence whose runs took this long when made (in ledger order); "
                             "name what is left out")

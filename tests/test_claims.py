@@ -69,7 +69,8 @@ def test_readme_shows_the_generated_ledger():
 
 def test_check_fails_when_a_hidden_shift_flips_a_verdict(synthetic, capsys):
     evidence = {"results": "results/synthetic",
-                "difference": {"of": "swamp", "to": "contrastive", "metric": "a2b/class_R@1", "expect": "higher"}}
+                "difference": {"of": "swamp", "to": "contrastive", "metric": "a2b/class_R@1", "expect": "higher"},
+                "flagged_ok": "one contrastive seed collapsed and recovered"}
     ledger = _ledger(synthetic, evidence, 4.1, "reproduced")
     assert main(["claims", str(ledger), "--check"]) == 0
     for path in (synthetic / "results" / "synthetic" / "swamp").glob("seed*.json"):  # SwAMP loses 3 points

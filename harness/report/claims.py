@@ -15,7 +15,14 @@ evidence. A piece of evidence names a results folder and one statistic measured 
 * ``not_measured: WHY``: the claim cannot be measured here (no data, no GPU), and why.
 
 A piece of evidence whose runs are not fresh against the checkout (:mod:`harness.report.freshness`) is marked, and
-``--check`` refuses it unless the evidence says why it may stand (``stale_ok: WHY``).
+``--check`` refuses it unless the evidence says why it may stand (``stale_ok: WHY``). Likewise a piece whose runs
+recorded a collapse (any seed) or settings warned as not fitting the data is marked with them, and ``--check`` refuses
+a *reproduced* or *direction only* verdict resting on it unless the evidence says why (``flagged_ok: WHY``).
+
+A difference may also be judged under an equal tuning budget (``tuned: {results: SET, verdict: ...}``): SwAMP against
+the strongest contrastive loss of a reference-table set (:mod:`harness.report.leaderboard`), each tuned with the
+same trials on validation for the difference's metric, the strongest chosen on validation, both trained with the
+same seeds; the same rule gives the second verdict.
 
 Each computed verdict is one of :data:`VERDICTS`; the file records the verdict expected of each piece of
 evidence, and :func:`check` lists those that differ, so that a change of science fails a build the way
@@ -37,6 +44,7 @@ from tabulate import tabulate
 
 from harness.errors import ConfigError
 from harness.report import freshness as fr
+from harness.report import leaderboard as board
 from harness.report import model, stats, tables
 from harness.store.schema import load_results
 
@@ -46,6 +54,30 @@ VERDICTS = (REPRODUCED, DIRECTION, NOT_REPRODUCED, NOT_MEASURED)
 DEFAULT_LEDGER = Path("claims") / "swamp-aistats2023.yaml"
 RULES = {"alpha": 0.05, "ratio_tolerance": 2.0, "value_tolerance": 1.0}
 _EVIDENCE_KINDS = ("ratio", "difference", "value", "not_measured")
+
+
+@dataclass(frozen=True)
+class Tuned:
+    """A difference judged again under an equal tuning budget: SwAMP against the set's strongest contrastive loss."""
+
+    verdict: str
+    recorded: str | None
+    ours: str
+    interval: str
+    rival: str  # the strongest contrastive loss (its row label), chosen on validation
+    budget: str  # trials per method and the trials' minutes
+    why: str
+    evidence: str  # the set's folder
+    freshness: fr.Freshness | None = None
+
+    @property
+    def state(self) -> str:
+        return self.freshness.state if self.freshness is not None else ""
+
+    def shown(self) -> str:
+        """'not reproduced: −0.97 vs InfoNCE', marked when its runs are not fresh."""
+        mark = f" ({self.state})" if self.state and self.state != fr.FRESH else ""
+        return f"{self.verdict}{mark}: {self.ours} vs {self.rival}" if self.ours != "–" else self.verdict
 
 
 @dataclass(frozen=True)
@@ -64,6 +96,9 @@ class Line:
     evidence: str  # the results folder ('' when not measured)
     freshness: fr.Freshness | None = None  # the evidence's runs against the checkout (None: not measured)
     accepted: str = ""  # why the ledger accepts this evidence though it is not fresh (its `stale_ok:`)
+    flags: str = ""  # runs of the evidence that collapsed or whose settings were warned: 'contrastive collapsed 5/5'
+    flagged_ok: str = ""  # why the ledger lets a verdict rest on flagged runs (its `flagged_ok:`)
+    tuned: Tuned | None = None  # the same difference under an equal tuning budget (its `tuned:`)
 
     @property
     def state(self) -> str:
@@ -71,10 +106,19 @@ class Line:
         return self.freshness.state if self.freshness is not None else ""
 
     def shown_verdict(self) -> str:
-        """The verdict, marked when its evidence is not fresh: ``reproduced (stale)``."""
-        if self.freshness is None or self.state == fr.FRESH:
-            return self.verdict
-        return f"{self.verdict} ({self.state}{', accepted' if self.accepted else ''})"
+        """The verdict, marked when its evidence is not fresh (``reproduced (stale)``) and when its runs collapsed or
+        were warned (``reproduced [contrastive collapsed 5/5; reason stated]``)."""
+        out = self.verdict
+        if self.freshness is not None and self.state != fr.FRESH:
+            out += f" ({self.state}{', accepted' if self.accepted else ''})"
+        if self.flags:
+            out += f" [{self.flags}{'; reason stated' if self.flagged_ok else ''}]"
+        return out
+
+    @property
+    def refused_flags(self) -> bool:
+        """Whether a verdict that says the claim holds rests on flagged runs without a stated reason."""
+        return bool(self.flags) and not self.flagged_ok and self.verdict in (REPRODUCED, DIRECTION)
 
 
 def load(path: Path) -> dict[str, Any]:
@@ -115,6 +159,17 @@ def load(path: Path) -> dict[str, Any]:
             if "stale_ok" in item and not (isinstance(item["stale_ok"], str) and item["stale_ok"].strip()):
                 raise ConfigError(f"{where} ({claim['id']}) evidence[{j}]: stale_ok: must say why this evidence "
                                   "may stand though it is not fresh (one sentence)")
+            if "flagged_ok" in item and not (isinstance(item["flagged_ok"], str) and item["flagged_ok"].strip()):
+                raise ConfigError(f"{where} ({claim['id']}) evidence[{j}]: flagged_ok: must say why the verdict may "
+                                  "rest on runs that collapsed or whose settings were warned (one sentence)")
+            tuned = item.get("tuned")
+            if tuned is not None:
+                if "difference" not in item:
+                    raise ConfigError(f"{where} ({claim['id']}) evidence[{j}]: tuned: judges a difference again; "
+                                      "only difference evidence has one")
+                if not isinstance(tuned, dict) or not tuned.get("results") or tuned.get("verdict") not in VERDICTS:
+                    raise ConfigError(f"{where} ({claim['id']}) evidence[{j}]: tuned: needs results: (a reference-"
+                                      f"table set) and verdict: among {', '.join(VERDICTS)}")
     return data
 
 
@@ -134,7 +189,10 @@ def judge(path: Path, root: Path | None = None, checkout: fr.Checkout | None = N
             if line.evidence:
                 used = [r for r in cache.get(Path(line.evidence), []) if r["run_name"] in run_names(item)]
                 line = dataclasses.replace(line, freshness=fr.combine(fr.judge(r, checkout) for r in used),
-                                           accepted=str(item.get("stale_ok") or "").strip())
+                                           accepted=str(item.get("stale_ok") or "").strip(), flags=flags(item, used),
+                                           flagged_ok=str(item.get("flagged_ok") or "").strip())
+            if item.get("tuned"):
+                line = dataclasses.replace(line, tuned=_tuned(item, root, rules, checkout))
             lines.append(line)
     return lines
 
@@ -147,9 +205,24 @@ def run_names(item: dict[str, Any]) -> set[str]:
     return {str(spec.get("of")), str(spec.get("to"))}
 
 
+def flags(item: dict[str, Any], runs: list[dict[str, Any]]) -> str:
+    """The evidence's runs that recorded a collapse (any seed) or settings warned as not fitting their data:
+    'contrastive collapsed 5/5; swamp settings warned 5/5' ('' when none)."""
+    out = []
+    for name in sorted(run_names(item)):
+        mine = [r for r in runs if r["run_name"] == name]
+        collapsed = sum(1 for r in mine if r.get("collapse"))
+        warned = sum(1 for r in mine if r.get("warnings"))
+        out += [f"{name} collapsed {collapsed}/{len(mine)}"] * bool(collapsed)
+        out += [f"{name} settings warned {warned}/{len(mine)}"] * bool(warned)
+    return "; ".join(out)
+
+
 def check(lines: list[Line]) -> list[str]:
-    """One message per piece of evidence whose verdict differs from the one the ledger records, and one per
-    piece whose runs are stale, dirty or unverifiable unless the ledger accepts it (``stale_ok:``)."""
+    """One message per piece of evidence whose verdict (or verdict under equal tuning) differs from the one the
+    ledger records; one per piece whose runs are stale, dirty or unverifiable unless the ledger accepts it
+    (``stale_ok:``); and one per verdict that says the claim holds on runs that collapsed or were warned unless the
+    ledger says why (``flagged_ok:``)."""
     messages = [f"{line.claim_id} ({line.evidence or 'not measured'}): the ledger records {line.recorded!r}, the "
                 f"results now give {line.verdict!r} ({line.why})" for line in lines if line.verdict != line.recorded]
     for line in lines:
@@ -157,6 +230,16 @@ def check(lines: list[Line]) -> list[str]:
             messages.append(f"{line.claim_id} ({line.evidence}): its evidence is {line.state}: "
                             f"{line.freshness.why(limit=20)}; re-make it (python -m harness reproduce "
                             f"{line.claim_id} --write), or say under stale_ok: in the ledger why it may stand")
+        if line.refused_flags:
+            messages.append(f"{line.claim_id} ({line.evidence}): its verdict {line.verdict!r} rests on runs that "
+                            f"{line.flags}; say under flagged_ok: in the ledger why it may, or judge it on other runs")
+        t = line.tuned
+        if t is not None and t.verdict != t.recorded:
+            messages.append(f"{line.claim_id} ({t.evidence}, under equal tuning): the ledger records {t.recorded!r}, "
+                            f"the results now give {t.verdict!r} ({t.why})")
+        if t is not None and t.freshness is not None and t.state != fr.FRESH:
+            messages.append(f"{line.claim_id} ({t.evidence}, under equal tuning): its tuned runs are {t.state}: "
+                            f"{t.freshness.why(limit=20)}; make the set again (python -m harness leaderboard)")
     return messages
 
 
@@ -165,22 +248,39 @@ def render(lines: list[Line], fmt: str = "simple", link_prefix: str = "") -> str
     ``link_prefix`` turns the evidence folders into Markdown links (relative to where the table is shown)."""
     rows = []
     for line in lines:
-        evidence = line.evidence or "–"
-        if line.evidence and fmt in ("md", "github"):
-            evidence = f"[{line.evidence}]({link_prefix}{line.evidence}/)"
+        evidence = _link(line.evidence, fmt, link_prefix)
         ours = line.ours + (f" {line.interval}" if line.interval else "")
         state = (line.state + (" (accepted)" if line.accepted and line.state != fr.FRESH else "")) or "–"
-        rows.append([line.claim, line.paper, ours, line.shown_verdict(), line.hardware or "–", evidence, state])
-    header = ["claim", "paper", "ours (95% CI or range)", "verdict", "hardware", "evidence", "evidence is"]
+        t = line.tuned
+        tuned = "–" if t is None else \
+            f"{t.shown()} {t.interval}".strip() + f" ({t.budget}; {_link(t.evidence, fmt, link_prefix)})"
+        rows.append([line.claim, line.paper, ours, line.shown_verdict(), tuned, line.hardware or "–", evidence, state])
+    header = ["claim", "paper", "ours (95% CI or range)", "verdict (as published)",
+              "under equal tuning: SwAMP − the strongest contrastive loss", "hardware", "evidence", "evidence is"]
     table: str = tabulate(rows, header, tablefmt="github" if fmt == "md" else fmt, disable_numparse=True)
     return table
 
 
+def _link(folder: str, fmt: str, prefix: str) -> str:
+    if not folder:
+        return "–"
+    return f"[{folder}]({prefix}{folder}/)" if fmt in ("md", "github") else folder
+
+
 def summary(lines: list[Line]) -> str:
-    """'12 pieces of evidence: 4 reproduced, ...' in the order of :data:`VERDICTS`."""
+    """'12 pieces of evidence: 4 reproduced, ...' in the order of :data:`VERDICTS`; then the verdicts under equal
+    tuning, and the verdicts resting on flagged runs."""
     counts = {v: sum(1 for line in lines if line.verdict == v) for v in VERDICTS}
-    return f"{len(lines)} pieces of evidence for {len({line.claim_id for line in lines})} claims: " + \
+    out = f"{len(lines)} pieces of evidence for {len({line.claim_id for line in lines})} claims: " + \
         ", ".join(f"{n} {v}" for v, n in counts.items() if n)
+    tuned = [line.tuned for line in lines if line.tuned is not None]
+    if tuned:
+        again = {v: sum(1 for t in tuned if t.verdict == v) for v in VERDICTS}
+        out += f"; under equal tuning, {len(tuned)} of them: " + ", ".join(f"{n} {v}" for v, n in again.items() if n)
+    flagged = sum(1 for line in lines if line.flags)
+    if flagged:
+        out += f"; {flagged} rest on runs that collapsed or were warned"
+    return out
 
 
 # --- one piece of evidence -----------------------------------------------------------------------------------
@@ -291,20 +391,72 @@ def _difference(base: dict[str, Any], claim: dict[str, Any], spec: dict[str, Any
         p, ci = (boot.p, boot.ci) if boot else (None, None)
         how = "paired bootstrap over test queries, 1 seed" if boot else "1 seed, no per-query ranks"
     interval = f"[{ci[0]:+.2f}, {ci[1]:+.2f}]" if ci and all(math.isfinite(c) for c in ci) else ""
-    sign = 1 if expect == "higher" else -1
-    p_text = "no test" if p is None else f"p {stats.p_text(p, relation=True)}"
-    what = f"{metric} of {spec['of']} against {spec['to']}"
-    if diff * sign > 0 and p is not None and p < alpha:
-        verdict, why = REPRODUCED, f"{what}: {expect} as the paper says, {p_text} ({how})"
-    elif diff * sign > 0:
-        verdict, why = DIRECTION, f"{what}: {expect} as the paper says, but {p_text} ({how}) is not below {alpha:g}"
-    else:
-        significant = p is not None and p < alpha and diff != 0
-        verdict, why = NOT_REPRODUCED, (f"{what}: {'lower' if expect == 'higher' else 'higher'} than the paper "
-                                        f"says{', significantly' if significant else ''}, {p_text} ({how})")
+    verdict, why = difference_verdict(diff, p, expect, alpha, f"{metric} of {spec['of']} against {spec['to']}", how)
     paper = _paper(claim, "pp") if isinstance(claim.get("paper"), (int, float)) else _paper(claim)
     return Line(**base, paper=paper, ours=f"{diff:+.2f}", interval=interval, verdict=verdict, why=why,
                 hardware=_hardware(of), evidence=str(folder))
+
+
+def difference_verdict(diff: float, p: float | None, expect: str, alpha: float, what: str,
+                       how: str) -> tuple[str, str]:
+    """The difference rule: reproduced in the expected direction with p < ``alpha``, direction only in the expected
+    direction without it, not reproduced otherwise; and the reason, naming ``what`` and the test (``how``)."""
+    sign = 1 if expect == "higher" else -1
+    p_text = "no test" if p is None else f"p {stats.p_text(p, relation=True)}"
+    if diff * sign > 0 and p is not None and p < alpha:
+        return REPRODUCED, f"{what}: {expect} as the paper says, {p_text} ({how})"
+    if diff * sign > 0:
+        return DIRECTION, f"{what}: {expect} as the paper says, but {p_text} ({how}) is not below {alpha:g}"
+    significant = p is not None and p < alpha and diff != 0
+    return NOT_REPRODUCED, (f"{what}: {'lower' if expect == 'higher' else 'higher'} than the paper says"
+                            f"{', significantly' if significant else ''}, {p_text} ({how})")
+
+
+def _tuned(item: dict[str, Any], root: Path, rules: dict[str, Any], checkout: fr.Checkout) -> Tuned:
+    """The difference of ``item`` judged again on its ``tuned:`` set: SwAMP against the strongest contrastive loss
+    (chosen on validation), over the seeds both were trained with, by the same rule."""
+    spec, folder = item["difference"], Path(item["tuned"]["results"])
+    metric, expect, alpha = spec["metric"], spec.get("expect", "higher"), float(rules["alpha"])
+    base = dict(recorded=item["tuned"]["verdict"], evidence=str(folder))
+
+    def missing(why: str) -> Tuned:
+        return Tuned(verdict=NOT_MEASURED, ours="–", interval="", rival="–", budget="–", why=why, **base)
+
+    if not (root / folder / board.MANIFEST).is_file():
+        return missing(f"{folder} holds no reference-table set yet (python -m harness leaderboard)")
+    b = board.load_set(root / folder)
+    if b.metric != metric:
+        raise ConfigError(f"tuned: {folder} was tuned for {b.metric}, the difference measures {metric}; name the set "
+                          f"tuned for {metric} (python -m harness leaderboard TASK --metric {metric})")
+    if board.SWAMP not in b.cells:
+        return missing(f"{folder}: SwAMP has no tuned runs yet")
+    try:
+        rival, chose = board.strongest(b)
+        trials = board.equal_budget(b, (board.SWAMP, *board.CONTRASTIVE))
+    except ConfigError as err:
+        return missing(str(err))
+    mine, theirs = b.cells[board.SWAMP], b.cells[rival]
+    common = sorted(set(mine.values) & set(theirs.values))
+    if len(common) < 2:
+        return missing(f"{folder}: SwAMP and {board.ROLES[rival]} share {len(common)} seed(s); the rule needs 2")
+    diffs = [mine.values[k] - theirs.values[k] for k in common]
+    test = stats.paired_seed_test(mine.values, theirs.values)
+    ci = stats.summarize(diffs).ci
+    what = (f"{metric} of SwAMP ({mine.method}@tuned) against {board.ROLES[rival]} ({theirs.method}@tuned), the "
+            "strongest contrastive loss on validation (" + ", ".join(f"{board.ROLES[r]} {v:.2f}" for r, v in
+                                                                       chose.items()) + ")")
+    verdict, why = difference_verdict(statistics.mean(diffs), test.p, expect, alpha, what,
+                                      f"paired t over {len(common)} seeds")
+    minutes = {r: c.trial_minutes for r, c in b.cells.items()
+               if r in (board.SWAMP, *board.CONTRASTIVE) and c.trial_minutes is not None}
+    budget = f"{trials} trials per method" + (f", {min(minutes.values()):.1f}–{max(minutes.values()):.1f} trial-min"
+                                              if minutes else "")
+    why += "; trial-min: " + ", ".join(f"{board.ROLES[r]} {m:.1f}" for r, m in minutes.items())
+    used = mine.results + theirs.results
+    return Tuned(verdict=verdict, ours=f"{statistics.mean(diffs):+.2f}",
+                 interval=f"[{ci[0]:+.2f}, {ci[1]:+.2f}]" if ci and all(math.isfinite(c) for c in ci) else "",
+                 rival=board.ROLES[rival], budget=budget, why=why,
+                 freshness=fr.combine(fr.judge(r, checkout) for r in used), **base)
 
 
 def _value(base: dict[str, Any], claim: dict[str, Any], spec: dict[str, Any], results: list[dict[str, Any]],
@@ -344,6 +496,10 @@ def cmd(args: argparse.Namespace) -> int:
     print(f"\n{summary(lines)}. Why:")
     for line in lines:
         print(f"  {line.claim_id} ({line.evidence or 'not measured'}): {line.verdict}: {line.why}")
+        if line.flags:
+            print(f"    its runs: {line.flags}" + (f" [reason stated: {line.flagged_ok}]" if line.flagged_ok else ""))
+        if line.tuned is not None:
+            print(f"    under equal tuning ({line.tuned.evidence}): {line.tuned.verdict}: {line.tuned.why}")
     stale = [line for line in lines if line.freshness is not None and line.state != fr.FRESH]
     if stale:
         print("\nEvidence that is not fresh against this checkout (docs/claims.md, 'Evidence and code'):")

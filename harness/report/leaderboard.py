@@ -51,6 +51,7 @@ ROLES: dict[str, str] = {
 CONTRASTIVE = ("max_violation", "sum", "infonce", "siglip")  # the contrastive loss family
 SWAMP = "swamp"
 MANIFEST = "leaderboard.json"
+MIN_SETS = 5  # autorank ranks at least five sets
 ROPE = 1.0  # points: the Bayesian comparison's region of practical equivalence
 OUTPUTS = ("reference.md", "reference.json", "cd.png")
 
@@ -70,6 +71,7 @@ class Cell:
     step_ms: float | None  # median over seeds of the tuned runs' median training step
     contended: int  # seeds whose training was timed while other work kept the machine busy
     best: dict[str, Any]  # the best trial's settings
+    results: list[dict[str, Any]] = field(default_factory=list, compare=False, repr=False)  # the tuned result dicts
 
     @property
     def summary(self) -> stats.Summary:
@@ -166,7 +168,7 @@ def load_set(folder: Path) -> Board:
             trials={k: int(v) for k, v in tuning["trials"].items()}, budget=int(tuning["budget"]["trials"]),
             pruner=str(tuning.get("pruner", "median")), trial_minutes=tuning.get("trial_minutes"),
             step_ms=_step_ms(runs), contended=sum(1 for r in runs if "train" in contention.contended_phases(r)),
-            best=dict(tuning.get("best") or {}))
+            best=dict(tuning.get("best") or {}), results=runs)
     hardware = "; ".join(dict.fromkeys(machines))
     return Board(folder.name, folder, manifest, cells, hardware, missing)
 
@@ -231,9 +233,9 @@ def ranks(boards: list[Board], alpha: float = stats.ALPHA) -> dict[str, Any]:
     """Mean ranks of the rows every set has, by set means (rank 1: the best), the Friedman test and the Nemenyi
     critical difference, from autorank; {'skipped': why} with fewer than 2 sets or 2 rows."""
     rows = complete_rows(boards)
-    if len(boards) < 2 or len(rows) < 2:
-        return {"skipped": f"{len(boards)} set(s) with {len(rows)} row(s) in common: the rank test needs at least 2 "
-                           "of each"}
+    if len(boards) < MIN_SETS or len(rows) < 2:
+        return {"skipped": f"{len(boards)} set(s) with {len(rows)} row(s) in common: the rank test needs at least "
+                           f"{MIN_SETS} sets (autorank's minimum) and 2 rows"}
     try:
         import pandas as pd
         from autorank import autorank

@@ -103,10 +103,82 @@ def within_budget(found: list[Piece], budget: float | None) -> None:
         counted.update(new)
 
 
+def reference(args: argparse.Namespace) -> int:
+    """``harness reproduce --reference ROOT``: every tuned result file of the reference table's sets under ROOT run
+    again from its recorded settings, seeds and threads into a scratch copy of ROOT (each keeps the study that chose
+    its settings: the studies are not run again), the table computed from them, and each cell, each set's strongest
+    contrastive loss and the mean ranks printed beside the committed ones. ``--write`` replaces the committed files
+    and the table. Exit 1 when a set's strongest loss or a rank order moved."""
+    from harness.report import leaderboard
+    from harness.run import grid
+    from harness.store.executed import ROOT
+
+    root = Path(args.reference)
+    dirty = dirty_files(ROOT)
+    if dirty and not args.allow_dirty:
+        raise ConfigError(f"the checkout has uncommitted changes ({', '.join(dirty[:5])}): reproduce re-makes "
+                          "evidence from a commit; commit or stash them first")
+    boards = leaderboard.load_boards(root)
+    if not boards:
+        raise ConfigError(f"{root} holds no set of the reference table (a folder with {leaderboard.MANIFEST})")
+    scratch = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="swamp-bench-reference-"))
+    started = time.perf_counter()
+    for b in boards:
+        (scratch / b.name).mkdir(parents=True, exist_ok=True)
+        shutil.copy2(b.folder / leaderboard.MANIFEST, scratch / b.name / leaderboard.MANIFEST)
+        for cell in b.cells.values():
+            files = sorted(Path(r["_path"]) for r in cell.results)
+            if args.budget is not None and time.perf_counter() - started > args.budget:
+                print(f"  left out: {b.name} {cell.method}@tuned: over --budget")
+                continue
+            base = grid.Grid(out=scratch / b.name, device=args.device, launcher=args.launcher, jobs=args.jobs,
+                             progress=not args.no_progress, force=True, data_root=args.data_root,
+                             command=("reproduce", "--reference", str(root)))
+            opts = grid.options(base)
+            opts.tuning = cell.results[0]["tuning"]  # the study that chose the settings, as committed
+            outcome = grid.rerun(grid.result_records([str(f) for f in files]), base, opts)
+            if outcome.failed is not None:
+                raise outcome.failed
+    again = {b.name: b for b in leaderboard.load_boards(scratch)}
+    rows, moved = [], 0
+    for b in boards:
+        new = again.get(b.name)
+        if new is None:
+            continue
+        for role, cell in b.cells.items():
+            other = new.cells.get(role)
+            rows.append([b.name, leaderboard.ROLES[role], f"{cell.summary.mean:.2f}",
+                         "–" if other is None else f"{other.summary.mean:.2f}",
+                         "–" if other is None else "same" if other.values == cell.values else "moved"])
+        before, after = leaderboard.strongest(b)[0], leaderboard.strongest(new)[0]
+        moved += before != after
+    print(tabulate(rows, ["set", "method", "committed mean", "re-made mean", ""], disable_numparse=True))
+    old_ranks = leaderboard.ranks([b for b in boards if b.primary]).get("mean_ranks", {})
+    new_ranks = leaderboard.ranks([b for b in again.values() if b.primary]).get("mean_ranks", {})
+    order = [sorted(r, key=lambda k: r[k]) for r in (old_ranks, new_ranks)]
+    moved += order[0] != order[1]
+    print(f"\n{len(rows)} cell(s) re-made in {(time.perf_counter() - started) / 60:.1f} min; rank order "
+          f"{'unchanged' if order[0] == order[1] else 'moved: ' + ' > '.join(order[1])}")
+    if args.write:
+        for b in boards:
+            for cell in b.cells.values():
+                for r in cell.results:
+                    path = Path(r["_path"])
+                    made = scratch / b.name / path.relative_to(b.folder)
+                    for suffix in (".json", ".pt", ".ranks.npz"):
+                        if made.with_suffix(suffix).exists():
+                            shutil.copy2(made.with_suffix(suffix), path.with_suffix(suffix))
+        leaderboard.write(root, f"python -m harness leaderboard --out {root}")
+        print(f"replaced the tuned result files and the table in {root}")
+    return 1 if moved else 0
+
+
 def cmd(args: argparse.Namespace) -> int:
     """``harness reproduce``: see the module's docstring. Exit 1 when a verdict moved."""
     from harness.run import grid
 
+    if getattr(args, "reference", None):
+        return reference(args)
     ledger_path = Path(args.ledger) if args.ledger else cl.DEFAULT_LEDGER
     ledger = cl.load(ledger_path)
     root = ledger_path.resolve().parent.parent

@@ -260,13 +260,16 @@ def build(folders: list[Path], out: Path, fmt: str = "html", figures: bool = Tru
         write_text_atomic(path, env.get_template(f"task.{fmt}").render(**info, command=command_line))
         pages.append(info)
         written.append(path)
+    references = reference_pages(folders, sets, out, fmt, env, command_line)
+    written += references
     index = out / ("README.md" if md else "index.html")
     ledger, ledger_summary = ledger_rows(folders, sets, fmt)
-    ledger_ranks = sort_ranks([[r["claim"], r["paper"], r["ours"], r["verdict"], r["hardware"], r["evidence"]]
-                               for r in ledger])
+    ledger_ranks = sort_ranks([[r["claim"], r["paper"], r["ours"], r["verdict"], r["tuned"], r["hardware"],
+                                r["evidence"]] for r in ledger])
     write_text_atomic(index, env.get_template(f"index.{fmt}").render(
         pages=pages, command=command_line, folders=[str(f) for f in folders], ranks=sort_ranks(index_rows(pages)),
-        ledger=ledger, ledger_summary=ledger_summary, ledger_ranks=ledger_ranks))
+        ledger=ledger, ledger_summary=ledger_summary, ledger_ranks=ledger_ranks,
+        references=[p.name for p in references]))
     if not md:
         write_readings(sets, held, out, env, command_line)
         for asset in ("site.css", "site.js"):
@@ -287,12 +290,49 @@ def ledger_rows(folders: list[Path], sets: list[ResultSet], fmt: str) -> tuple[l
     pages = {rs.folder.resolve(): f"{rs.slug}.{fmt}" for rs in sets}
     rows = [{"claim": line.claim, "paper": line.paper, "ours": line.ours, "interval": line.interval,
              "verdict": line.shown_verdict() if fmt == "html" else line.verdict,
+             "flags": line.flags + ("; reason stated: " + line.flagged_ok if line.flagged_ok else ""),
+             "tuned": "–" if line.tuned is None else f"{line.tuned.shown()} {line.tuned.interval}".strip(),
+             "tuned_budget": "" if line.tuned is None else line.tuned.budget,
+             "tuned_why": "" if line.tuned is None else line.tuned.why,
              "why": line.why + (f"; evidence {line.state}: {line.freshness.why(4)}" if fmt == "html" and
                                 line.freshness and line.state != fr.FRESH else ""),
              "hardware": line.hardware or "–",
              "evidence": line.evidence, "page": pages.get((root / line.evidence).resolve(), "") if line.evidence
              else ""} for line in lines]
     return rows, claims.summary(lines)
+
+
+def reference_pages(folders: list[Path], sets: list[ResultSet], out: Path, fmt: str, env: Any,
+                    command_line: str) -> list[Path]:
+    """A page for each reference table of cross-modal losses under ``folders`` (a folder whose sub-folders are sets
+    that ``harness leaderboard`` made): the table, the ranks, the Bayesian comparison and the costs, as written in
+    the folder's ``reference.md``, with its critical-difference diagram; none where no table was written."""
+    from harness.report import leaderboard
+
+    roots = sorted({m.parent.parent for f in folders for m in Path(f).rglob(leaderboard.MANIFEST)
+                    if (m.parent.parent / "reference.md").is_file()})
+    slugs = {s.folder.resolve(): f"{s.slug}.{fmt}" for s in sets}
+    written = []
+    for root in roots:
+        name = "reference" if len(roots) == 1 else f"reference-{root.name}"
+        text = (root / "reference.md").read_text(encoding="utf-8")
+        if (root / "cd.png").is_file():
+            shutil.copyfile(root / "cd.png", out / f"{name}-cd.png")
+            text = text.replace("(cd.png)", f"({name}-cd.png)")
+        path = out / f"{name}.{fmt}"
+        if fmt == "md":
+            write_text_atomic(path, text)
+        else:
+            def link(target: str, root: Path = root) -> str | None:
+                if target.endswith(".png"):
+                    return target
+                return slugs.get((root / target).resolve())
+
+            write_text_atomic(path, env.get_template("reading.html").render(
+                name=f"{root.name}/reference.md", body=markdown.render(text, link),
+                command=command_line))
+        written.append(path)
+    return written
 
 
 def _ledger_root(folder: Path) -> Path | None:

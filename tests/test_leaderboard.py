@@ -1,0 +1,246 @@
+"""The reference table of cross-modal losses (harness leaderboard): the strongest contrastive loss chosen on
+validation, equal budgets, bold cells, ranks across sets, the Bayesian comparison, the task's leaderboard block, the
+command on a small own-features set, and the ledger's verdict under equal tuning."""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from harness.cli import main
+from harness.config import spec as specs
+from harness.errors import ConfigError
+from harness.report import claims, stats
+from harness.report import leaderboard as lb
+from harness.store.schema import load_results
+from harness.tune import leaderboard as tune_lb
+from tests.conftest import ROOT, write_task
+
+
+def cell(role: str, values: list[float], val_best: float, budget: int = 20, counted: int | None = None,
+         minutes: float = 1.0) -> lb.Cell:
+    return lb.Cell(role=role, method=role, values=dict(enumerate(values)), val_best=val_best,
+                   trials={"counted": budget if counted is None else counted, "complete": budget, "pruned": 0},
+                   budget=budget, pruner="none", trial_minutes=minutes, step_ms=2.0, contended=0, best={})
+
+
+def board(name: str, cells: list[lb.Cell], metric: str = "a2b/R@1") -> lb.Board:
+    manifest = {"task": "t.yaml", "metric": metric, "primary": True, "rows": {c.role: c.role for c in cells},
+                "trials": 20}
+    return lb.Board(name, Path(name), manifest, {c.role: c for c in cells}, "AMD EPYC, 2 cores")
+
+
+def test_the_strongest_contrastive_loss_is_chosen_on_validation_not_on_test():
+    b = board("s", [cell("infonce", [50, 51, 52], val_best=60.0),  # best on validation
+                    cell("sum", [70, 71, 72], val_best=55.0),  # far better on test: not chosen
+                    cell("swamp", [60, 61, 62], val_best=70.0)])  # not a contrastive loss: never a candidate
+    rival, values = lb.strongest(b)
+    assert rival == "infonce" and values == {"infonce": 60.0, "sum": 55.0}
+    ranks = board("r", [cell("infonce", [5, 5, 5], 9.0), cell("sum", [5, 5, 5], 7.0)], metric="a2b/MedR")
+    assert lb.strongest(ranks)[0] == "sum"  # a rank: lower is better on validation too
+    with pytest.raises(ConfigError, match="no contrastive loss"):
+        lb.strongest(board("n", [cell("swamp", [1, 2], 1.0)]))
+
+
+def test_equal_budgets_are_checked():
+    assert lb.equal_budget(board("s", [cell("infonce", [1, 2], 1.0), cell("swamp", [1, 2], 1.0)])) == 20
+    uneven = board("s", [cell("infonce", [1, 2], 1.0), cell("swamp", [1, 2], 1.0, budget=12)])
+    with pytest.raises(ConfigError, match="different budgets"):
+        lb.equal_budget(uneven)
+    short = board("s", [cell("infonce", [1, 2], 1.0), cell("swamp", [1, 2], 1.0, counted=15)])
+    with pytest.raises(ConfigError, match="swamp 15/20"):
+        lb.equal_budget(short)
+
+
+def test_bold_is_not_significantly_below_the_best():
+    rng = np.random.default_rng(0)
+    best = list(80 + rng.normal(0, 0.1, 5))
+    b = board("s", [cell("infonce", best, 1.0),
+                    cell("sum", [v - 0.05 + e for v, e in zip(best, rng.normal(0, 0.3, 5))], 1.0),  # level
+                    cell("siglip", [v - 10 for v in best], 1.0)])  # clearly below
+    assert lb.bold_rows(b) == {"infonce", "sum"}
+    test = stats.paired_seed_test(b.cells["siglip"].values, b.cells["infonce"].values)
+    assert test.p is not None and test.p < stats.ALPHA
+
+
+def test_ranks_across_sets_use_the_rows_every_set_has():
+    pytest.importorskip("autorank", reason="the rank test needs autorank (test extra)")
+    boards = [board(f"s{i}", [cell("infonce", [80 + i, 81 + i], 1.0), cell("swamp", [70 + i, 71 + i], 1.0),
+                              cell("sum", [75 + i, 76 + i], 1.0)] + ([cell("cca", [1, 2], 1.0)] if i else []))
+              for i in range(5)]
+    found = lb.ranks(boards)
+    assert found["rows"] == ["sum", "infonce", "swamp"]  # cca is missing from one set: left out of the ranks
+    assert found["mean_ranks"] == {"infonce": 1.0, "sum": 2.0, "swamp": 3.0}
+    assert found["test"] == "Friedman" and 0 < found["p"] < 0.05 and found["cd"] > 0
+    assert "skipped" in lb.ranks(boards[:1]) and "at least 5" in lb.ranks(boards[:4])["skipped"]
+
+
+def test_render_shows_the_budget_the_choice_and_the_costs():
+    b = board("wiki", [cell("infonce", [80, 81, 82], 60.0, minutes=3.2), cell("sum", [60, 61, 62], 50.0),
+                       cell("swamp", [79, 80, 81], 59.0, minutes=6.1)])
+    page = lb.render([b], {"skipped": "one set"}, {"skipped": "one set"}, "cmd")
+    assert "**81.00 ± 2.48 (n=3)**" in page and "| 61.00 ± 2.48 (n=3)" in page  # the summed hinge is not bold
+    assert "20 trials per method, pruning none" in page
+    assert "strongest contrastive loss (validation): InfoNCE (summed hinge 50.00, InfoNCE 60.00)" in page or \
+        "strongest contrastive loss (validation): InfoNCE (InfoNCE 60.00, summed hinge 50.00)" in page
+    assert "3.2 / 2.0" in page and "6.1 / 2.0" in page
+
+
+@pytest.mark.slow  # samples a Stan model (minutes the first time: pystan compiles it)
+def test_the_bayesian_comparison_is_seeded_and_points_the_right_way():
+    pytest.importorskip("stan", reason="the hierarchical model samples with pystan (test extra)")
+    pytest.importorskip("baycomp", reason="baycomp (test extra)")
+    rng = np.random.default_rng(1)
+    boards = []
+    for i in range(4):
+        base = 60 + 5 * i + rng.normal(0, 0.5, 5)
+        boards.append(board(f"s{i}", [cell("infonce", list(base), 1.0),
+                                      cell("swamp", list(base + 4 + rng.normal(0, 0.3, 5)), 1.0)]))
+    one = lb.bayes(boards, samples=500, chains=2)
+    two = lb.bayes(boards, samples=500, chains=2)
+    assert one == two  # the sampler is seeded
+    assert one["p_better"] > 0.9 and one["p_worse"] < 0.05  # SwAMP 4 points above on every set
+    assert one["rivals"] == {f"s{i}": "infonce" for i in range(4)}
+
+
+# --- the task's block and the command ---------------------------------------------------------------------------
+
+def test_every_committed_leaderboard_block_is_valid():
+    for name in ("synthetic", "wikipedia", "msrvtt_vgg128", "qmul_shoes", "qmul_chairs", "own_features",
+                 "own_features_labels"):
+        spec = specs.load_task(ROOT / "tasks" / f"{name}.yaml")
+        block = tune_lb.block_of(spec)
+        assert block.metric in spec.metrics.names() and set(block.rows) <= set(lb.ROLES)
+        assert {"max_violation", "sum", "infonce", "siglip", "swamp", "swamp_infonce"} <= set(block.rows)
+        assert block.trials >= (12 if name.startswith("qmul") else 20)
+
+
+def test_a_bad_leaderboard_block_is_refused_naming_the_key(tmp_path):
+    from tests.conftest import TINY
+
+    for block, message in (({"metric": "a2b/R@99", "methods": {"infonce": "contrastive"}}, "leaderboard metric"),
+                           ({"metric": "a2b/R@1", "methods": {"infonse": "contrastive"}}, "did you mean 'infonce'"),
+                           ({"metric": "a2b/R@1", "methods": {"infonce": "nope"}}, "unknown method 'nope'"),
+                           ({"metric": "a2b/R@1", "trials": 0, "methods": {"infonce": "contrastive"}}, "trials"),
+                           ({"metrc": "a2b/R@1"}, "did you mean 'metric'")):
+        path = write_task(tmp_path, {**TINY, "leaderboard": block})
+        with pytest.raises(ConfigError, match=message):
+            tune_lb.block_of(specs.load_task(path))
+
+
+def _labelled_features(root: Path, n: int = 240, classes: int = 4, width: int = 12) -> Path:
+    rng = np.random.default_rng(0)
+    means_a, means_b = rng.normal(0, 1, (classes, width)), rng.normal(0, 1, (classes, width))
+    root.mkdir(parents=True)
+    for split, count in (("train", n), ("val", n // 4), ("test", n // 4)):
+        y = rng.integers(0, classes, count)
+        np.save(root / f"{split}_a.npy", (means_a[y] + rng.normal(0, 0.7, (count, width))).astype("float32"))
+        np.save(root / f"{split}_b.npy", (means_b[y] + rng.normal(0, 0.7, (count, width))).astype("float32"))
+        np.save(root / f"{split}_labels.npy", y.astype("int64"))
+    return root
+
+
+@pytest.mark.slow  # four studies and their tuned runs (about 15 s)
+def test_the_table_command_on_a_small_own_features_set(tmp_path, capsys):
+    data = _labelled_features(tmp_path / "features")
+    out = tmp_path / "reference"
+    assert main(["leaderboard", str(ROOT / "tasks" / "own_features_labels.yaml"), "--data-root", str(data),
+                 "--trials", "2", "--seeds", "0,1", "--epochs", "1", "--out", str(out), "--no-bayes", "--no-progress",
+                 "--rows", "max_violation,infonce,swamp,cca,floor"]) == 0
+    page = capsys.readouterr().out
+    manifest = json.loads((out / "own_features_labels" / lb.MANIFEST).read_text())
+    assert manifest["metric"] == "a2b/class_mAP" and manifest["primary"] and manifest["trials"] == 2
+    results = [r for r in load_results(out) if r.get("tuning")]
+    assert {r["run_name"] for r in results} == {"contrastive_max_violation@tuned", "contrastive@tuned",
+                                                 "swamp_only@tuned", "cca@tuned", "identity@tuned"}
+    gradient = [r for r in results if r["run_name"] != "identity@tuned"]
+    assert {r["tuning"]["trials"]["counted"] for r in gradient} == {2}  # the same budget for every method
+    assert {r["tuning"]["pruner"] for r in gradient} == {"none"} and {r["seed"] for r in results} == {0, 1}
+    assert {r["tuning"]["metric"] for r in results} == {"a2b/class_mAP"}
+    for label in ("max-violation hinge", "InfoNCE", "SwAMP", "CCA", "no training (identity)"):
+        assert label in page
+    assert page.rstrip("\n").endswith((out / "reference.md").read_text().rstrip("\n"))
+    assert set(json.loads((out / "reference.json").read_text())["sets"]) == {"own_features_labels"}
+
+
+# --- the ledger's verdicts: flagged runs and equal tuning ----------------------------------------------------------
+
+def _tuned_set(tmp_path: Path) -> Path:
+    """A reference-table set made of the committed tuned runs of results/tuning (3 seeds, a2b/class_mAP), with a
+    second contrastive loss that wins on test but not on validation."""
+    src = ROOT / "results" / "tuning" / "wikipedia" / "own_features_labels"
+    folder = tmp_path / "results" / "reference" / "wiki"
+    for run in ("contrastive@tuned", "swamp@tuned"):
+        shutil.copytree(src / run, folder / "own_features_labels" / run)
+    shutil.copytree(src / "contrastive@tuned", folder / "own_features_labels" / "contrastive_sum@tuned")
+    for path in (folder / "own_features_labels" / "contrastive_sum@tuned").glob("seed*.json"):
+        data = json.loads(path.read_text())
+        data["run_name"], data["metrics"]["a2b/class_mAP"] = "contrastive_sum@tuned", 99.0 + data["seed"] / 10
+        data["tuning"]["best_value"] = 1.0  # the worst on validation
+        path.write_text(json.dumps(data))
+    lb.write_manifest(folder, {"task": "tasks/own_features_labels.yaml", "task_name": "own_features_labels",
+                               "metric": "a2b/class_mAP", "primary": True, "trials": 20,
+                               "rows": {"infonce": "contrastive", "sum": "contrastive_sum", "swamp": "swamp"}})
+    return folder
+
+
+def test_the_ledger_judges_again_against_the_strongest_loss_on_validation(tmp_path):
+    folder = _tuned_set(tmp_path)
+    committed = ROOT / "results" / "tuning" / "wikipedia" / "own_features_labels"
+    item = {"results": "results/reference/wiki", "verdict": "not reproduced",
+            "difference": {"of": "swamp@tuned", "to": "contrastive@tuned", "metric": "a2b/class_mAP",
+                           "expect": "higher"},
+            "tuned": {"results": "results/reference/wiki", "verdict": "not reproduced"}}
+    ledger = tmp_path / "claims" / "ledger.yaml"
+    ledger.parent.mkdir()
+    ledger.write_text(yaml.safe_dump({"paper": "t", "claims": [{"id": "c", "claim": "SwAMP wins",
+                                                                 "evidence": [item]}]}))
+    (line,) = claims.judge(ledger, tmp_path)
+    t = line.tuned
+    assert t is not None and t.rival == "InfoNCE"  # chosen on validation, though the summed hinge wins on test
+    swamp = {json.loads(p.read_text())["seed"]: json.loads(p.read_text())["metrics"]["a2b/class_mAP"]
+             for p in (committed / "swamp@tuned").glob("seed*.json")}
+    infonce = {json.loads(p.read_text())["seed"]: json.loads(p.read_text())["metrics"]["a2b/class_mAP"]
+               for p in (committed / "contrastive@tuned").glob("seed*.json")}
+    assert t.ours == f"{np.mean([swamp[s] - infonce[s] for s in swamp]):+.2f}"
+    assert t.budget.startswith("20 trials per method") and "InfoNCE" in t.why and "summed hinge 1.00" in t.why
+    assert t.verdict == "not reproduced"
+    assert not [m for m in claims.check([line]) if "records" in m]  # (the copied runs are stale: not the point)
+    # an unequal budget gives no verdict, saying why
+    for path in (folder / "own_features_labels" / "swamp@tuned").glob("seed*.json"):
+        data = json.loads(path.read_text())
+        data["tuning"]["budget"]["trials"] = 12
+        path.write_text(json.dumps(data))
+    (line,) = claims.judge(ledger, tmp_path)
+    assert line.tuned is not None and line.tuned.verdict == claims.NOT_MEASURED
+    assert "different budgets" in line.tuned.why
+    assert any("under equal tuning): the ledger records 'not reproduced', the results now give 'not measured here'" in m
+               for m in claims.check([line]))
+
+
+def test_a_collapsed_baseline_is_marked_and_refused_without_a_reason(tmp_path):
+    shutil.copytree(ROOT / "results" / "wikipedia" / "contrastive", tmp_path / "results" / "wikipedia" / "contrastive")
+    shutil.copytree(ROOT / "results" / "wikipedia" / "swamp", tmp_path / "results" / "wikipedia" / "swamp")
+    item = {"results": "results/wikipedia", "verdict": "reproduced",
+            "difference": {"of": "swamp", "to": "contrastive", "metric": "i2t/class_mAP", "expect": "higher"}}
+
+    def judged(extra: dict) -> claims.Line:
+        ledger = tmp_path / "claims" / "ledger.yaml"
+        ledger.parent.mkdir(exist_ok=True)
+        ledger.write_text(yaml.safe_dump({"paper": "t", "claims": [{"id": "w", "claim": "SwAMP wins",
+                                                                     "evidence": [{**item, **extra}]}]}))
+        (line,) = claims.judge(ledger, tmp_path)
+        return line
+
+    line = judged({})
+    assert line.flags == "contrastive collapsed 5/5" and line.verdict == "reproduced"
+    assert "[contrastive collapsed 5/5]" in line.shown_verdict()
+    assert any("rests on runs that contrastive collapsed 5/5" in m and "flagged_ok" in m for m in claims.check([line]))
+    line = judged({"flagged_ok": "the paper's baseline as published"})
+    assert "reason stated" in line.shown_verdict() and not any("flagged_ok" in m for m in claims.check([line]))
+    with pytest.raises(ConfigError, match="flagged_ok: must say why"):
+        judged({"flagged_ok": "  "})
