@@ -1,0 +1,98 @@
+"""Would the pruned trials have won? Every trial the median pruner stopped in a committed study, trained to its last
+epoch at the settings it was stopped with, and its validation value set beside the best value among the trials the
+pruner kept: what pruning did to each method's study (docs/reference-table.md, "Pruning").
+
+    python -m harness.tune.audit tasks/own_features_labels.yaml --data-root OWN/quickdraw_halves \\
+        --out results/tuning/quickdraw_halves --methods contrastive,swamp --json results/tuning/prune_audit.json
+
+``--out`` is the folder the studies' ``harness tune`` command wrote (its ``<task>/_tune/studies.db`` and the tuned
+result files, whose ``tuning.study`` names each method's study). The trials train as the study's did (its seed, the
+validation split only, no test split), with ``--threads`` torch threads (default 1). Writes every trial's value to
+``--json`` and prints one row per method: trials pruned, how many of them end above the best kept trial, and the best
+of them.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import optuna
+import torch
+from optuna.trial import TrialState
+from tabulate import tabulate
+
+from harness.config.plan import Run
+from harness.run import runner
+from harness.store.schema import load_results
+from harness.tune import command
+from harness.tune import study as studies
+
+
+def audit(args: argparse.Namespace) -> dict[str, Any]:
+    torch.set_num_threads(args.threads)
+    setup = argparse.Namespace(task=args.task, overrides=[], data_root=args.data_root, methods=args.methods,
+                            trials=None, seconds_per_method=None, seeds="0", study_seed=None, out=args.out,
+                            storage=None, epochs=None, prune="none", prune_warmup=0.5)
+    found = {s.method: s for s in command.setup(setup)}
+    tuned = {r["run_name"].split("@")[0]: r for r in load_results(Path(args.out)) if r.get("tuning")}
+    data = studies.without_test(runner.load_data(next(iter(found.values())).spec()))
+    opts = runner.RunOptions(device=torch.device("cpu"), out=Path(args.scratch), progress=False)
+    out: dict[str, Any] = {}
+    for method, s in found.items():
+        record = tuned[method]["tuning"]
+        db = (Path(args.out) / s.spec().name / "_tune" / "studies.db").resolve()
+        storage = studies.storage_of(f"sqlite:///{db}")
+        stored = optuna.load_study(study_name=record["study"], storage=storage)
+        kept = [t for t in stored.get_trials(deepcopy=False) if t.state == TrialState.COMPLETE]
+        values = [float(t.value) for t in kept if t.value is not None]
+        best_kept = max(values) if s.direction == "maximize" else min(values)
+        dims = s.dims()
+        select = s.spec().methods[method].train.select
+        rows = []
+        for t in stored.get_trials(deepcopy=False, states=(TrialState.PRUNED,)):
+            settings = studies.best_settings(t, dims)
+            spec = s.spec(studies.final_overrides(s, settings, dims))
+            run = Run(spec, method, f"{method}@audit-{t.number}", settings, s.seed)
+            start = time.perf_counter()
+            trained = runner.train(run, data, opts)
+            assert trained is not None  # one process: rank 0
+            value = float(trained.val_at_best[select])
+            beats = value > best_kept if s.direction == "maximize" else value < best_kept
+            last = max(t.intermediate_values) if t.intermediate_values else 0
+            rows.append({"trial": t.number, "pruned_at_epoch": last,
+                         "value_when_pruned": t.intermediate_values.get(last),
+                         "value_at_the_end": value, "beats_best_kept": bool(beats),
+                         "seconds": round(time.perf_counter() - start, 1)})
+            print(f"{method} trial {t.number}: pruned at epoch {last}, {value:.2f} at the end "
+                  f"({'beats' if beats else 'below'} the best kept {best_kept:.2f})", flush=True)
+        out[method] = {"study": record["study"], "metric": select, "best_kept": best_kept, "kept": len(kept),
+                       "pruned": rows}
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("task")
+    parser.add_argument("--data-root", default=None)
+    parser.add_argument("--out", required=True, help="the folder the studies' harness tune command wrote")
+    parser.add_argument("--methods", required=True)
+    parser.add_argument("--json", required=True, type=Path)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--scratch", default="/tmp/prune-audit")
+    args = parser.parse_args()
+    found = audit(args)
+    args.json.write_text(json.dumps({"command": vars(args) | {"json": str(args.json)}, "methods": found},
+                                    indent=2) + "\n")
+    rows = [[m, f["metric"], len(f["pruned"]), f["kept"], f"{f['best_kept']:.2f}",
+             sum(r["beats_best_kept"] for r in f["pruned"]),
+             max((r["value_at_the_end"] for r in f["pruned"]), default=float("nan"))]
+            for m, f in found.items()]
+    print(tabulate(rows, ["method", "metric", "pruned", "kept", "best kept", "pruned that beat it",
+                          "best pruned at the end"], floatfmt=".2f"))
+
+
+if __name__ == "__main__":
+    main()
