@@ -1,7 +1,7 @@
 """``run --launcher slurm`` against a real single-node SLURM (Debian's Slurm 22.05), started by
 ``.ci/slurm/start`` (docs/slurm.md): arrays, ``srun`` with two processes, ``scancel``, the time limit,
-preemption with and without ``preempt_send_user_signal``, a task cancelled while pending and a cluster
-without accounting.
+preemption with and without ``preempt_send_user_signal``, a task cancelled while pending, a cluster without
+accounting, and ``harness tune``'s workers in two jobs sharing a journal file.
 
 Marked ``slurm`` (left out of the default run): ``python -m pytest -q -m slurm tests/test_slurm_cluster.py``.
 A cluster already running (``$SWAMP_SLURM_DIR/env``, as ``.ci/run`` starts it) is used and left running;
@@ -295,24 +295,32 @@ def test_without_accounting_wait_ends_and_status_says_so(cluster, task, tmp_path
         cluster.configure()
 
 
-def test_tune_workers_in_slurm_jobs_share_the_studies_and_keep_the_budget_exact(cluster, task, tmp_path):
+def test_tune_workers_in_slurm_jobs_share_a_journal_file_and_keep_the_budget_exact(cluster, task, tmp_path):
+    """``tune --launcher slurm --jobs 2`` with the default storage: Optuna's journal file, which both jobs share;
+    each method gets exactly its budget, trials ran in both jobs, and the tuned runs are written."""
     import optuna
 
     from harness.tune import study as studies
 
     done = cluster.harness("tune", str(task), "--methods", "contrastive,cca", "--trials", "5", "--jobs", "2",
-                           "--seeds", "0", "--epochs", "3", "--launcher", "slurm", "--slurm", "timeout_min=10",
+                           "--seeds", "0", "--epochs", "2", "--launcher", "slurm", "--slurm", "timeout_min=10",
                            "--threads", "1", "--device", "cpu", "--no-progress", "--out", str(tmp_path))
     assert done.returncode == 0, done.stdout + done.stderr
     assert "submitted 2 SLURM job(s) of tuning workers" in done.stdout, done.stdout
     folder = tmp_path / "tiny" / "_tune"
-    pids = set()
+    journal = studies.default_storage(folder, journal=True)
+    assert f"stored in {journal}" in done.stdout, done.stdout
+    assert (folder / "studies.log").is_file() and not (folder / "studies.db").exists()
+    assert not list(folder.glob("*.lock"))  # every lock released
+    workers, pids = set(), set()
     for method in ("contrastive", "cca"):
-        s = studies.Study(task=str(task), method=method, overrides=(), added=(), epochs=3, seed=0, trials=5,
-                          seconds=None, folder=folder, storage=studies.default_storage(folder))
+        s = studies.Study(task=str(task), method=method, overrides=(), added=(), epochs=2, seed=0, trials=5,
+                          seconds=None, folder=folder, storage=journal)
         opened = optuna.load_study(study_name=s.name, storage=studies.storage_of(s.storage))
-        assert studies.counts(opened)["counted"] == 5 and studies.counts(opened)["running"] == 0
+        have = studies.counts(opened)
+        assert (have["counted"], have["running"], len(opened.get_trials())) == (5, 0, 5), have
+        workers |= {t.user_attrs["worker"] for t in opened.get_trials()}
         pids |= {t.user_attrs["pid"] for t in opened.get_trials()}
         tuned = json.loads((tmp_path / "tiny" / f"{method}@tuned" / "seed0.json").read_text())
-        assert tuned["tuning"]["trials"]["counted"] == 5
-    assert len(pids) >= 2  # trials ran in both jobs
+        assert tuned["tuning"]["trials"]["counted"] == 5 and tuned["tuning"]["storage"] == journal
+    assert workers == {1, 2} and len(pids) == 2, (workers, pids)  # trials ran in both jobs

@@ -1,20 +1,25 @@
 """``harness tune``: search spaces read from the settings' declarations and the task's ``tune:`` block, refusals
 before any trial, equal trials per method, pruning, the test split never read during a study, resume after SIGKILL
-with no trial lost or doubled, parallel workers sharing one study, and the tables and site marking tuned rows."""
+with no trial lost or doubled, parallel workers sharing one study (in SQLite or in Optuna's journal file, SLURM's
+default, with its lock), and the tables and site marking tuned rows."""
 from __future__ import annotations
 
 import dataclasses
 import json
+import multiprocessing
+import os
 import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from types import SimpleNamespace
 
 import optuna
 import pytest
+import torch
 from optuna.trial import TrialState
 
 from harness import cli
@@ -322,7 +327,7 @@ def test_one_pruning_rule_for_every_method_of_a_command(tmp_path):
     path = tiny(tmp_path)
     args = SimpleNamespace(task=str(path), overrides=[], data_root=None, methods="contrastive,swamp,cca",
                            trials=4, seconds_per_method=None, seeds="0", study_seed=None, out=str(tmp_path),
-                           storage=None, epochs=4, prune="median", prune_warmup=0.5)
+                           storage=None, epochs=4, prune="median", prune_warmup=0.5, launcher="sequential")
     found = command.setup(args)
     assert {type(studies.pruner_of(s)) for s in found} == {optuna.pruners.MedianPruner}
     assert {s.warmup_epochs for s in found if s.method != "cca"} == {2}
@@ -428,3 +433,131 @@ def test_local_workers_share_one_study_and_keep_the_budget_exact(tmp_path, capsy
         assert have["counted"] == 7 and have["running"] == 0
     pids = {t.user_attrs["pid"] for t in _study(out, path, "contrastive", 7).get_trials()}
     assert len(pids) == 2  # both workers ran trials
+
+
+# --- Optuna's journal file: SLURM's default storage, its lock -------------------------------------------------
+
+def test_journal_urls_round_trip_through_the_storage(tmp_path):
+    url = studies.default_storage(tmp_path / "_tune", journal=True)
+    assert url == f"journal://{(tmp_path / '_tune' / 'studies.log').resolve()}" and url.startswith("journal:///")
+    assert studies.journal_path(url) == tmp_path / "_tune" / "studies.log"
+    assert studies.shown_storage(url) == url  # recorded as given: no password to hide
+    storage = studies.storage_of(url)
+    assert isinstance(storage, optuna.storages.JournalStorage) and (tmp_path / "_tune" / "studies.log").is_file()
+    optuna.create_study(storage=storage, study_name="s").enqueue_trial({"x": 1.0}, user_attrs={"start": True})
+    again = optuna.load_study(study_name="s", storage=studies.storage_of(studies.shown_storage(url)))
+    assert [t.user_attrs for t in again.get_trials()] == [{"start": True}]
+    assert studies.journal_path(studies.default_storage(tmp_path)) is None  # SQLite
+    with pytest.raises(ConfigError, match="journal:///ABSOLUTE/PATH"):
+        studies.journal_path("journal://studies.log")
+
+
+def test_the_slurm_launcher_stores_studies_in_a_journal_file_and_passes_it_to_its_workers(tmp_path):
+    path = tiny(tmp_path)
+    args = argparse_namespace(path, tmp_path / "out", launcher="slurm")
+    (found,) = command.setup(args)
+    journal = f"journal://{(tmp_path / 'out' / 'tiny' / '_tune' / 'studies.log').resolve()}"
+    assert found.storage == journal
+    argv = command.worker_argv(args, 1, 2, found.storage)
+    assert argv[argv.index("--storage") + 1] == journal and argv[argv.index("--launcher") + 1] == "sequential"
+    worker = cli.build_parser().parse_args(argv[2:])  # the worker's own command line: the same studies
+    assert [s.storage for s in command.setup(worker)] == [journal] and worker.worker == 2
+    for launcher in ("sequential", "local"):  # one machine: SQLite
+        (here,) = command.setup(argparse_namespace(path, tmp_path / "out", launcher=launcher))
+        assert here.storage == studies.default_storage(tmp_path / "out" / "tiny" / "_tune")
+        assert "--storage" in command.worker_argv(args, None, 1, here.storage)
+    given = f"journal://{tmp_path / 'elsewhere.log'}"
+    assert [s.storage for s in command.setup(argparse_namespace(path, tmp_path / "out", storage=given))] == [given]
+    with pytest.raises(ConfigError, match="absolute path"):
+        command.setup(argparse_namespace(path, tmp_path / "out", storage="journal://relative.log"))
+
+
+def argparse_namespace(path: Path, out: Path, **extra: object) -> SimpleNamespace:
+    """The arguments of ``harness tune`` that setup and worker_argv read."""
+    return SimpleNamespace(**{
+        "task": str(path), "overrides": [], "data_root": None, "methods": "contrastive", "trials": 3,
+        "seconds_per_method": None, "seeds": "0", "study_seed": None, "out": str(out), "storage": None, "epochs": 1,
+        "prune": "none", "prune_warmup": 0.5, "launcher": "sequential", "device": "cpu", "include": [], **extra})
+
+
+def test_a_study_in_a_journal_file_runs_here_and_resumes(tmp_path, capsys):
+    path = tiny(tmp_path)
+    journal = tmp_path / "shared" / "studies.log"
+    words = ["tune", str(path), "--methods", "contrastive", "--trials", "3", "--epochs", "1", "--seeds", "0",
+             "--storage", f"journal://{journal}", "--out", str(tmp_path / "out"), "--no-progress", "--no-tables"]
+    assert cli.main(words) == 0
+    assert f"stored in journal://{journal}" in capsys.readouterr().out
+    (result,) = load_results(tmp_path / "out" / "tiny")
+    assert result["tuning"]["storage"] == f"journal://{journal}" and result["tuning"]["trials"]["counted"] == 3
+    opened = optuna.load_study(study_name=result["tuning"]["study"], storage=studies.storage_of(f"journal://{journal}"))
+    first = [(t.number, t.state, t.value) for t in opened.get_trials()]
+    assert len(first) == 3 and all(t.user_attrs["worker"] == 0 for t in opened.get_trials())
+    name = result["tuning"]["study"]
+    assert (journal.parent / f"{name}.budget").is_file() and not list(journal.parent.glob("*.lock"))  # released
+    assert not (tmp_path / "out" / "tiny" / "_tune" / f"{name}.lock").exists()  # no flock beside it
+    assert cli.main(words) == 0  # again: the study is complete, the tuned run finished
+    again = optuna.load_study(study_name=name, storage=studies.storage_of(f"journal://{journal}"))
+    assert [(t.number, t.state, t.value) for t in again.get_trials()] == first
+
+
+def _journal_worker(s: studies.Study, data: paired.PairedData, worker: int, start: object) -> None:
+    torch.set_num_threads(1)  # a forked process: no thread pool inherited half-way
+    start.wait()  # type: ignore[attr-defined]
+    opts = studies.runner.RunOptions(device=torch.device("cpu"), out=s.folder / "trials", progress=False)
+    studies.work(s, data, opts, worker=worker)
+
+
+def test_two_processes_sharing_a_journal_study_keep_the_budget_exact(tmp_path):
+    """As local or SLURM workers do, on Optuna's journal file and its lock: two processes (forked, so that they start
+    in a moment) ask for trials until the budget, and together run exactly that many."""
+    path = tiny(tmp_path)
+    folder = tmp_path / "out" / "tiny" / "_tune"
+    s = studies.Study(task=str(path), method="contrastive", overrides=(), added=(), epochs=1, seed=0, trials=6,
+                      seconds=None, folder=folder, storage=studies.default_storage(folder, journal=True))
+    studies.open_study(s)  # created once, before the workers
+    data = studies.runner.load_data(s.spec())
+    fork = multiprocessing.get_context("fork")
+    start = fork.Barrier(2)
+    workers = [fork.Process(target=_journal_worker, args=(s, data, i + 1, start)) for i in range(2)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join(timeout=300)
+    assert [w.exitcode for w in workers] == [0, 0]
+    opened = optuna.load_study(study_name=s.name, storage=studies.storage_of(s.storage))
+    have = studies.counts(opened)
+    assert (have["counted"], have["running"], len(opened.get_trials())) == (6, 0, 6)  # none over, none re-run
+    assert {t.user_attrs["worker"] for t in opened.get_trials()} == {1, 2}  # both workers ran trials
+    assert len({t.user_attrs["pid"] for t in opened.get_trials()} - {os.getpid()}) == 2
+
+
+@pytest.mark.filterwarnings("ignore:The value of `grace_period` might be too small")
+def test_a_journal_lock_left_by_a_killed_holder_is_taken_over_and_a_live_ones_is_not(tmp_path, monkeypatch):
+    """Optuna's lock is a symbolic link: a holder killed while holding it leaves it. A waiter removes it once the
+    lock's file went unmodified for the grace period; a live holder touches that file meanwhile and keeps it."""
+    monkeypatch.setattr(studies, "LOCK_GRACE_S", 1)
+    monkeypatch.setattr(studies, "LOCK_TOUCH_S", 0.1)
+    target = tmp_path / "study.budget"
+    target.touch()
+    os.symlink(target, f"{target}.lock")  # as a killed holder leaves it
+    began = time.monotonic()
+    with studies.journal_lock(target):
+        waited = time.monotonic() - began
+        assert os.path.islink(f"{target}.lock")
+    assert 1 <= waited < 10 and not os.path.lexists(f"{target}.lock")
+
+    held, released = threading.Event(), []
+
+    def hold() -> None:
+        with studies.journal_lock(target):
+            held.set()
+            time.sleep(2.0)  # twice the grace period, alive
+            released.append(time.monotonic())
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    held.wait(10)
+    with studies.journal_lock(target):
+        got = time.monotonic()
+    holder.join()
+    assert released and got >= released[0]  # it waited for the holder: no take-over of a live lock

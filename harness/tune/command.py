@@ -47,7 +47,10 @@ def setup(args: argparse.Namespace) -> list[studies.Study]:
     seeds = plans.parse_seeds(args.seeds)
     seed = args.study_seed if args.study_seed is not None else seeds[0]
     folder = Path(args.out) / spec.name / "_tune"
-    storage = args.storage or studies.default_storage(folder)
+    # chosen once, here, and given to every worker (worker_argv): SLURM's workers may run on several machines, whose
+    # shared folder may be a network file system, where Optuna's journal file holds and SQLite's locks may not
+    storage = args.storage or studies.default_storage(folder, journal=args.launcher == "slurm")
+    studies.journal_path(storage)  # a journal URL names an absolute path
     found = [studies.Study(task=str(args.task), method=name, overrides=tuple(overrides), added=added,
                            epochs=args.epochs, seed=seed, trials=trials, seconds=args.seconds_per_method,
                            folder=folder, storage=storage, prune=args.prune, prune_warmup=args.prune_warmup)
@@ -153,16 +156,16 @@ def final_runs(args: argparse.Namespace, found: list[studies.Study], records: di
     return 0
 
 
-def worker_argv(args: argparse.Namespace, threads: int | None, worker: int) -> list[str]:
+def worker_argv(args: argparse.Namespace, threads: int | None, worker: int, storage: str) -> list[str]:
     """The words after ``python`` of worker number ``worker``: this command with ``--studies-only`` in one
-    process."""
+    process, on the ``storage`` the command chose (:func:`setup`)."""
     words = ["-m", "harness", "tune", str(args.task), "--methods", args.methods, "--seeds", args.seeds,
              "--out", str(args.out), "--device", args.device, "--launcher", "sequential", "--studies-only",
              "--no-progress", "--worker", str(worker)]
     words += ["--trials", str(args.trials)] if args.trials is not None else []
     words += ["--seconds-per-method", str(args.seconds_per_method)] if args.seconds_per_method is not None else []
     words += ["--study-seed", str(args.study_seed)] if args.study_seed is not None else []
-    words += ["--storage", args.storage] if args.storage else []
+    words += ["--storage", storage]
     words += ["--prune", args.prune, "--prune-warmup", str(args.prune_warmup)]
     words += ["--epochs", str(args.epochs)] if args.epochs is not None else []
     words += ["--data-root", args.data_root] if args.data_root else []
@@ -179,6 +182,7 @@ def launch_workers(args: argparse.Namespace, found: list[studies.Study]) -> None
     if jobs < 1:
         raise ConfigError(f"--jobs must be >= 1, got {jobs}")
     opened = [studies.open_study(s) for s in found]  # created once, before the workers race to create them
+    storage = found[0].storage
     logs = found[0].folder / "workers"
     logs.mkdir(parents=True, exist_ok=True)
     if args.launcher == "local":
@@ -186,11 +190,11 @@ def launch_workers(args: argparse.Namespace, found: list[studies.Study]) -> None
 
         threads = _threads(args) or default_threads(jobs)
         print(f"tuning with {jobs} worker processes ({threads} threads each): "
-              f"python {shlex.join(worker_argv(args, threads, 1))} (and --worker 2 ...)")
+              f"python {shlex.join(worker_argv(args, threads, 1, storage))} (and --worker 2 ...)")
         procs = []
         for i in range(jobs):
             with open(logs / f"worker{i}.log", "w") as log:
-                procs.append(subprocess.Popen([sys.executable, *worker_argv(args, threads, i + 1)],
+                procs.append(subprocess.Popen([sys.executable, *worker_argv(args, threads, i + 1, storage)],
                                               stdout=subprocess.DEVNULL, stderr=log))
         _follow(found, opened, lambda: all(p.poll() is not None for p in procs), args.no_progress)
         failed = [(i, p.returncode) for i, p in enumerate(procs) if p.returncode != 0]
@@ -206,7 +210,8 @@ def launch_workers(args: argparse.Namespace, found: list[studies.Study]) -> None
     folder = slurm.jobs_folder(Path(args.out), found[0].spec().name) / "tune"
     executor = slurm.make_executor(folder, options, f"tune-{found[0].spec().name}")
     with executor.batch():  # one job array
-        submitted = [executor.submit(slurm.RunJob(f"tune worker {i + 1}", worker_argv(args, _threads(args), i + 1)))
+        submitted = [executor.submit(slurm.RunJob(f"tune worker {i + 1}",
+                                                  worker_argv(args, _threads(args), i + 1, storage)))
                      for i in range(jobs)]
     print(f"submitted {jobs} SLURM job(s) of tuning workers: {', '.join(j.job_id for j in submitted)}; waiting "
           f"(logs: {folder})")

@@ -8,12 +8,15 @@ is reported to the study; by default nothing is pruned (a method that starts slo
 and ``--prune median`` stops trials that trail the others' median at the same epoch once every trial has run the
 same stated share of its epochs (:func:`pruner_of`). The test split is never read: trials get the data without it.
 
-Equal budgets, exactly: a worker asks for a trial only under a file lock, and only while the trials counted
-(complete, pruned, or failed because of their settings: a refused combination, a diverged loss) and those
-running fall short of the budget. A trial whose process died (SIGKILL, a node lost) is found by the next worker
-that takes the lock: its process is gone (same machine) or its heartbeat is older than :data:`GRACE_S`. It is
-marked failed, not counted, and its settings are queued again, so the same command resumes the study without
-losing or doubling a trial; the re-run trial resumes from its last finished epoch.
+Equal budgets, exactly: a worker asks for a trial only under the study's lock (:func:`lock`), and only while the
+trials counted (complete, pruned, or failed because of their settings: a refused combination, a diverged loss) and
+those running fall short of the budget. The storage is one SQLite file, locked with ``flock``, or for workers on
+several machines (``--launcher slurm``) Optuna's journal file, locked as Optuna locks the journal itself: a
+symbolic link created and removed, which network file systems honour where ``flock`` and SQLite's locks may not.
+A trial whose process died (SIGKILL, a node lost) is found by the next worker that takes the lock: its process is
+gone (same machine) or its heartbeat is older than :data:`GRACE_S`. It is marked failed, not counted, and its
+settings are queued again, so the same command resumes the study without losing or doubling a trial; the re-run
+trial resumes from its last finished epoch.
 """
 from __future__ import annotations
 
@@ -36,6 +39,7 @@ from pathlib import Path
 from typing import Any, Iterator, Literal
 
 import optuna
+from optuna.storages.journal import JournalFileBackend, JournalFileSymlinkLock, JournalStorage
 from optuna.trial import TrialState
 
 from harness.config import spec as specs
@@ -52,6 +56,9 @@ from harness.tune.space import Dimension, dimensions, start_params
 BEAT_S = 30.0  # a running trial writes its heartbeat this often
 GRACE_S = 300.0  # a running trial without a heartbeat this long is taken for dead (another machine's)
 HOST = socket.gethostname()
+JOURNAL = "journal://"  # journal:///ABSOLUTE/PATH: Optuna's journal file (JournalFileBackend)
+LOCK_GRACE_S = 30  # Optuna's journal lock: a lock unchanged this long is taken for a dead holder's and removed
+LOCK_TOUCH_S = 5.0  # a live holder of a study's journal lock marks it this often, so that it is never taken over
 COUNTED = ("complete", "pruned", "failed")
 
 
@@ -125,13 +132,32 @@ class Study:
         return "minimize" if specs.lower_is_better(select) else "maximize"
 
 
-def default_storage(folder: Path) -> str:
-    """One SQLite file in the results folder: ``<out>/<task>/_tune/studies.db``."""
+def default_storage(folder: Path, journal: bool = False) -> str:
+    """The storage in the results folder: one SQLite file, ``<out>/<task>/_tune/studies.db``; with ``journal``
+    (workers on several machines, whose shared folder may be a network file system), Optuna's journal file
+    ``journal:///<out>/<task>/_tune/studies.log``."""
+    if journal:
+        return f"{JOURNAL}{(folder / 'studies.log').resolve()}"
     return f"sqlite:///{(folder / 'studies.db').resolve()}"
 
 
+def journal_path(url: str) -> Path | None:
+    """The journal file a ``journal:///ABSOLUTE/PATH`` URL names; None for any other storage."""
+    if not url.startswith(JOURNAL):
+        return None
+    path = url[len(JOURNAL):]
+    if not path.startswith("/"):
+        raise ConfigError(f"--storage {url}: a journal file is named by its absolute path: journal:///ABSOLUTE/PATH")
+    return Path(path)
+
+
 def storage_of(url: str) -> optuna.storages.BaseStorage:
-    """Optuna's storage for ``url``; SQLite waits for its lock rather than failing while another worker writes."""
+    """Optuna's storage for ``url``; SQLite waits for its lock rather than failing while another worker writes; a
+    journal file is appended to under Optuna's symbolic-link lock (:data:`LOCK_GRACE_S`)."""
+    journal = journal_path(url)
+    if journal is not None:
+        journal.parent.mkdir(parents=True, exist_ok=True)
+        return JournalStorage(JournalFileBackend(str(journal), JournalFileSymlinkLock(str(journal), LOCK_GRACE_S)))
     if url.startswith("sqlite:///"):
         Path(url[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
         return optuna.storages.RDBStorage(url, engine_kwargs={"connect_args": {"timeout": 120}})
@@ -180,7 +206,14 @@ def pruner_of(study: Study) -> optuna.pruners.BasePruner:
 
 @contextlib.contextmanager
 def lock(study: Study) -> Iterator[None]:
-    """The study's file lock (one worker at a time counts, recovers and asks)."""
+    """The study's lock: one worker at a time counts, recovers and asks. With SQLite (or a database server), an
+    ``flock`` on ``<study>.lock`` in the study's folder; with a journal file, Optuna's journal lock beside it
+    (:func:`journal_lock`), which holds on a network file system."""
+    journal = journal_path(study.storage)
+    if journal is not None:
+        with journal_lock(journal.parent / f"{study.name}.budget"):
+            yield
+        return
     study.folder.mkdir(parents=True, exist_ok=True)
     path = study.folder / f"{study.name}.lock"
     with open(path, "a") as handle:
@@ -189,6 +222,35 @@ def lock(study: Study) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+@contextlib.contextmanager
+def journal_lock(target: Path) -> Iterator[None]:
+    """Optuna's ``JournalFileSymlinkLock`` on ``target``: held while the symbolic link ``<target>.lock`` exists
+    (creating a link is atomic on NFS from version 2 on, as Optuna's journal relies on). A waiter removes a lock
+    whose ``target`` was not modified for :data:`LOCK_GRACE_S` seconds, taking it for a killed holder's; the holder
+    touches ``target`` every :data:`LOCK_TOUCH_S` seconds, so that a live holder's lock is not taken over."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.touch()  # the waiters watch its modification time
+    held = JournalFileSymlinkLock(str(target), grace_period=LOCK_GRACE_S)
+    held.acquire()
+    stop = threading.Event()
+
+    def touch() -> None:
+        while True:
+            with contextlib.suppress(OSError):  # a missed touch only shortens the grace left
+                os.utime(target)
+            if stop.wait(LOCK_TOUCH_S):
+                return
+
+    toucher = threading.Thread(target=touch, daemon=True)
+    toucher.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        toucher.join()
+        held.release()
 
 
 def counts(opened: optuna.Study) -> Counter[str]:
@@ -371,6 +433,7 @@ def work(study: Study, data: PairedData, opts: runner.RunOptions, progress: Any 
             with warnings.catch_warnings():  # the task's own value may lie outside a narrowed search: kept
                 warnings.simplefilter("ignore", UserWarning)
                 trial = opened.ask()
+        trial.set_user_attr("worker", worker)  # with host and pid (run_trial): which worker ran the trial
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)
             run_trial(study, opened, trial, dims, view, opts)
