@@ -419,6 +419,12 @@ def test_a_study_killed_with_sigkill_resumes_with_no_trial_lost_or_doubled(tmp_p
     killed_trial = next(t for t in trials if t.number == victim.number)
     assert len(retry) == 1 and retry[0].params == killed_trial.params and retry[0].state.is_finished()
     assert not any(t.state == TrialState.RUNNING for t in trials)
+    # the record's minutes are the counted trials' (the interrupted one ran until it was found dead: not counted)
+    folder = out / "tiny" / "_tune"
+    s = studies.Study(task=str(path), method="contrastive", overrides=(), added=(), epochs=40, seed=0, trials=6,
+                      seconds=None, folder=folder, storage=studies.default_storage(folder))
+    rec = studies.record(s, studies.open_study(s), s.dims())
+    assert rec["trial_minutes"] == round(sum(t.duration.total_seconds() for t in counted) / 60, 3)
 
 
 @pytest.mark.slow

@@ -478,8 +478,10 @@ def record(study: Study, opened: optuna.Study, dims: list[Dimension]) -> dict[st
         raise RunError(f"no trial of {study.method} completed ({have['pruned']} pruned, {have['failed']} failed"
                        f"{': ' + reasons[0] if reasons else ''}); widen or fix its search space (tune.space)")
     start = next((t for t in trials if t.user_attrs.get("start") and t.state == TrialState.COMPLETE), None)
-    spent = [(t.datetime_complete - t.datetime_start).total_seconds() for t in trials
-             if t.datetime_start is not None and t.datetime_complete is not None]
+    # the counted trials' minutes: an interrupted trial (its process killed, re-run later) is not counted, and its
+    # duration runs to the moment a later worker found it dead
+    spent = [t.duration.total_seconds() for t in trials if t.duration is not None
+             and not (t.state == TrialState.FAIL and "failed" not in t.user_attrs)]
     return {
         "study": study.name, "storage": shown_storage(study.storage), "split": "val",
         "metric": study.spec().methods[study.method].train.select, "direction": study.direction,
