@@ -37,6 +37,7 @@ def test_import_contracts_hold():
     ("harness/ops/ot.py", "from harness.report import tables", "Layers"),  # a kernel importing the reports
     ("harness/run/train.py", "from harness.analysis import restore", "Layers"),  # running importing analysis
     ("baselines/mmr.py", "from harness.run import guards", "Plugins import only"),  # a plugin past the API
+    ("harness/report/folders.py", "from harness.run import grid", "The report layer trains nothing"),  # runs
 ])
 @pytest.mark.slow  # seconds each: import-linter on a copy of the package
 def test_lint_imports_fails_on_an_injected_back_import(tmp_path, module, line, contract):
@@ -219,7 +220,8 @@ OTHER_JSON = {
     "harness/sources/howto_msrvtt.py": "MSR-VTT's caption annotations",
     "harness/analysis/clusters.py": "the word list of a vocabulary",
     "harness/bench.py": "asv's results and its benchmark list",
-    "harness/report/tables.py": "the options a folder's tables were written with (tables.json)",
+    "harness/report/files.py": "the options a folder's tables were written with (tables.json)",
+    "harness/report/plot.py": "a figure's record beside it (its caption and command)",
     "harness/report/leaderboard.py": "a reference-table set's manifest (leaderboard.json)",
     "harness/run/slurm.py": "a SLURM job's worker's reply (harness.worker --reply)",
 }
@@ -248,7 +250,7 @@ def test_only_the_store_reads_result_files():
 
 def test_no_module_uses_another_modules_private_names():
     """A name with a leading underscore stays in its module: a module that another one needs is made public
-    (the report layer's helpers: tables.mean_std, tables.baseline_run, readings.links_from, ...)."""
+    (the report layer's helpers: cells.mean_std, timing.baseline_run, readings.links_from, ...)."""
     found = []
     for path in sorted((ROOT / "harness").rglob("*.py")) + sorted((ROOT / "baselines").glob("*.py")):
         tree = ast.parse(path.read_text())

@@ -13,7 +13,7 @@ import yaml
 
 from harness.cli import main
 from harness.errors import ConfigError
-from harness.report import claims, tables
+from harness.report import claims, stats
 
 ROOT = Path(__file__).resolve().parent.parent
 LEDGER = ROOT / "claims" / "swamp-aistats2023.yaml"
@@ -172,7 +172,7 @@ def _digest(folder: Path) -> dict[str, str]:
 
 def test_table_and_run_leave_committed_results_untouched(tiny_task, tmp_path, monkeypatch, capsys):
     before = _digest(ROOT / "results")
-    monkeypatch.setattr(tables, "N_RESAMPLES", 200)  # the bootstrap's cost; what is written is the question
+    monkeypatch.setattr(stats, "N_RESAMPLES", 200)  # the bootstrap's cost; what is written is the question
     monkeypatch.chdir(ROOT)
     assert main(["table", "results"]) == 0
     assert capsys.readouterr().out.count("Accuracy (test)") >= 30

@@ -217,3 +217,77 @@ def test_the_quick_examples_run(tmp_path, monkeypatch, capsys):
     for name in QUICK_EXAMPLES:
         assert main(_example_argv(name)) == 0, f"{name}'s example failed: {capsys.readouterr().err}"
     assert sorted((p, p.stat().st_mtime_ns) for p in (ROOT / "results").rglob("*") if p.is_file()) == before
+
+
+# --- the command line's parts --------------------------------------------------------------------------------
+
+def test_every_subcommand_is_one_module_listed_once():
+    """A subcommand is a module of harness/cli/ with NAME, HELP, EXAMPLE, add_arguments and handle, listed in
+    COMMANDS: a module that defines NAME but is not listed would never be reachable."""
+    import ast
+
+    from harness import cli
+
+    names = [c.NAME for c in cli.COMMANDS]
+    assert len(names) == len(set(names)) == 15
+    for command in cli.COMMANDS:
+        assert all(callable(getattr(command, f)) for f in ("add_arguments", "handle")), command.__name__
+        assert isinstance(command.HELP, str) and command.EXAMPLE.startswith(f"python -m harness {command.NAME}")
+    defining = {p.stem for p in (ROOT / "harness" / "cli").glob("*.py")
+                if any(isinstance(n, ast.Assign) and any(getattr(t, "id", "") == "NAME" for t in n.targets)
+                       for n in ast.parse(p.read_text()).body)}
+    assert defining == {c.__name__.rsplit(".", 1)[1] for c in cli.COMMANDS}
+
+
+ROUND_TRIPS = [
+    ["run", "tasks/synthetic.yaml", "--methods", "contrastive,swamp", "--seeds", "0-2", "--set", "swamp.K=8",
+     "--set", "train.lr=0.1", "--sweep", "swamp.eta=1,2", "--epochs", "3", "--threads", "auto", "--include", "plug",
+     "--launcher", "slurm", "--slurm", "partition=gpu", "--wait", "--on-nan", "skip", "--no-tables", "--force"],
+    ["run", "synthetic", "--init", "results/synthetic/swamp/seed0.json", "--threads", "2", "--device", "cpu",
+     "--test-stat", "t2v/R@5", "--reference", "contrastive", "--out", "elsewhere", "--data-root", "/data"],
+    ["tune", "tasks/synthetic.yaml", "--methods", "contrastive", "--trials", "4", "--seconds-per-method", "30.5",
+     "--prune", "median", "--prune-warmup", "0.25", "--storage", "journal:///tmp/studies.log", "--launcher", "local",
+     "--jobs", "3", "--study-seed", "7", "--no-final", "--studies-only", "--worker", "2"],
+    ["leaderboard", "tasks/wikipedia.yaml", "tasks/synthetic.yaml", "--metric", "t2i/class_mAP", "--no-bayes",
+     "--rows", "sum,swamp", "--name", "w", "--seeds", "0-4"],
+    ["leaderboard", "--out", "results/reference"],
+    ["rerun", "a/seed0.json", "b/seed1.json", "--check", "--launcher", "local"],
+    ["status", "results"],
+    ["status", "results", "tasks/synthetic.yaml", "--seeds", "0", "--sweep", "swamp.K=1,2", "--format", "github"],
+    ["compare", "--metric", "a2b/R@1", "--metric", "a2b/R@5", "--min-diff", "-0.5", "--", "-old", "new"],
+    ["plot", "results/x", "--x", "swamp.K", "--logx", "--ignore", "train.epochs"],
+    ["report", "results", "more", "--out", "site", "--format", "md", "--no-figures"],
+    ["reproduce", "synthetic-pair", "--budget", "600", "--write", "--allow-dirty", "--launcher", "local"],
+    ["claims", "--check"],
+    ["ensemble", "a.json", "b.json", "--device", "cuda:1"],
+    ["bench", "--against", "HEAD~1", "--factor", "3.0"],
+    ["list", "--tasks-dir", "tasks"],
+]
+
+
+@pytest.mark.parametrize("argv", ROUND_TRIPS, ids=lambda argv: argv[0])
+def test_a_parsed_command_turns_back_into_words_that_parse_alike(argv):
+    from harness.cli import build_parser
+
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    words = parser.argv_of(args)
+    assert parser.parse_args(words) == args, words
+    assert words[0] == argv[0] and len(words) <= len(argv) + 1  # defaults are left out
+
+
+def test_a_tuning_worker_s_command_is_the_command_with_only_the_worker_s_changes(tmp_path):
+    from harness.cli import build_parser
+    from harness.tune import command
+
+    parser = build_parser()
+    args = parser.parse_args(["tune", "tasks/synthetic.yaml", "--methods", "contrastive,swamp", "--trials", "4",
+                              "--set", "swamp.K=8", "--launcher", "slurm", "--slurm", "partition=gpu", "--jobs", "3",
+                              "--prune", "median", "--out", str(tmp_path), "--include", "plug", "--force"])
+    argv = command.worker_argv(args, 2, 3, "journal:///shared/studies.log")
+    assert argv[:3] == ["-m", "harness", "tune"]
+    worker = parser.parse_args(argv[2:])
+    changed = {k for k in vars(args) if getattr(worker, k) != getattr(args, k)}
+    assert changed == {"launcher", "slurm", "jobs", "force", "studies_only", "no_progress", "worker", "storage",
+                       "threads"}
+    assert (worker.launcher, worker.studies_only, worker.worker, worker.threads) == ("sequential", True, 3, 2)

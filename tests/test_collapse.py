@@ -107,7 +107,7 @@ def test_a_collapsed_run_warns_records_and_is_flagged(tmp_path, capsys):
 
 
 def test_tables_tell_seeds_collapsed_at_the_selected_epoch_from_the_others():
-    from harness.report.tables import collapse_flag
+    from harness.report.accuracy import collapse_flag
 
     runs = [{"collapse": {"at_best_epoch": True}}, {"collapse": {"at_best_epoch": False}}, {"collapse": None}]
     assert collapse_flag(runs) == " [collapsed 1/3; warned 2/3]"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.report import tables
+from harness.report import files
 from harness.store.schema import load_results
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -29,7 +29,7 @@ def table_command(path: Path) -> tuple[str, str | None, str | None, str]:
     folder the table lies in."""
     folder = path.parent.relative_to(ROOT)
     assert path.read_text(encoding="utf-8").startswith(f"{HEADER}{folder} "), f"{path} names another folder"
-    options = tables.recorded_options(path.parent)
+    options = files.recorded_options(path.parent)
     return str(folder), options.reference, options.test_stat, options.split
 
 
@@ -57,7 +57,7 @@ def test_committed_tables_rerender_identically(folder, reference, test_stat, spl
     for task in tasks:
         subset = [r for r in results if r["task"] == task]
         out = Path(folder) if len(tasks) == 1 else Path(folder) / task
-        expected = tables.table_files(subset, out, reference=reference, test_stat=test_stat, split=split)
+        expected = files.table_files(subset, out, reference=reference, test_stat=test_stat, split=split)
         for path, text in expected.items():
             assert path.read_text(encoding="utf-8") == text, f"{path} differs from what `python -m harness table " \
                 f"{folder}` renders now; regenerate it with the command in its first line"

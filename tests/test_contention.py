@@ -16,7 +16,7 @@ import pytest
 
 from harness import bench
 from harness.cli import main
-from harness.report import tables
+from harness.report import formats
 from harness.run import contention
 from harness.store.schema import load_results
 from tests.conftest import ROOT
@@ -92,7 +92,7 @@ def test_a_run_beside_busy_processes_is_marked_contended(tmp_path):
     train = result["profile"]["contention"]["train"]
     assert train["wall_s"] >= contention.MIN_JUDGED_S and train["contended"] is True
     assert train["others_cores"] > 0.5 and train["busy_processes"] >= 1 and "python" in " ".join(train["busy_names"])
-    rendered = tables.render(load_results(tmp_path / "out" / "tiny"), "md")["timing"]
+    rendered = formats.render(load_results(tmp_path / "out" / "tiny"), "md")["timing"]
     assert "contrastive [contended 1/1]" in rendered and "[contended j/n]: in j of the n seeds" in rendered
 
 
@@ -104,7 +104,7 @@ def test_a_quiet_run_is_not_marked(tmp_path):
     records = result["profile"]["contention"]
     assert set(records) >= {"train", "test"} and all(r["contended"] in (False, None) for r in records.values())
     assert records["train"]["contended"] is False
-    assert "[contended" not in tables.render(load_results(tmp_path / "out" / "tiny"), "md")["timing"]
+    assert "[contended" not in formats.render(load_results(tmp_path / "out" / "tiny"), "md")["timing"]
 
 
 @pytest.mark.slow  # seconds: a whole run (or the gate) timed beside busy processes

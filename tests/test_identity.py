@@ -9,7 +9,7 @@ import torch
 from baselines.identity import Identity, IdentityParams
 from harness.cli import main
 from harness.data.paired import Split
-from harness.report import tables
+from harness.report import formats
 from harness.store.schema import load_results
 from tests.conftest import TINY, write_task
 
@@ -51,7 +51,7 @@ def test_runner_writes_a_normal_result_and_the_tables_show_it(tmp_path):
     result = json.loads((out / "own" / "identity" / "seed0.json").read_text())
     assert result["training"] == "closed_form" and result["best_epoch"] == 1 and result["collapse"] is None
     assert result["metrics"]["a2b/R@1"] == 100.0  # b is a plus a little noise: every query finds its partner
-    accuracy = tables.render(load_results(out / "own"), "md")["accuracy"]
+    accuracy = formats.render(load_results(out / "own"), "md")["accuracy"]
     assert any(line.startswith("| pair-based") and "| identity " in line for line in accuracy.splitlines())
     assert "| identity " in (out / "own" / "timing.md").read_text()
 

@@ -17,7 +17,7 @@ from harness.config import params as P
 from harness.config.spec import load_task
 from harness.encoders.linear import LinearParams
 from harness.errors import ConfigError
-from harness.report import tables
+from harness.report import formats
 from harness.run import build, runner
 from harness.store.schema import load_results
 from tests.conftest import ROOT, write_task
@@ -124,7 +124,7 @@ def test_training_that_cannot_help_is_marked_below_the_floor(tmp_path, capsys):
     identity = json.loads((out / "own_features" / "identity" / "seed0.json").read_text())
     assert floor["value"] == identity["val_at_best"]["a2b/R@1"] and "floor" not in identity
     assert "is below the no-training floor" in capsys.readouterr().out  # beside the progress bars, as collapse's
-    rendered = tables.render(load_results(out / "own_features"), "md")["accuracy"]
+    rendered = formats.render(load_results(out / "own_features"), "md")["accuracy"]
     assert "contrastive [below floor 1/1]" in rendered and "identity [below" not in rendered
     assert "[below floor j/n]: in j of the n seeds" in rendered
 
@@ -142,7 +142,7 @@ def test_selection_keeps_the_untrained_model_when_training_only_hurts(tmp_path):
     assert all(r["val/a2b/R@1"] < result["untrained"]["a2b/R@1"] for r in result["history"])
     assert result["floor"]["kind"] == "identity" and not result["floor"]["below"]
     assert result["untrained"]["a2b/R@1"] == result["floor"]["value"]  # identity start = the floor
-    assert "contrastive [epoch 0 1/1]" in tables.render([result], "md")["accuracy"]
+    assert "contrastive [epoch 0 1/1]" in formats.render([result], "md")["accuracy"]
     off = tmp_path / "off"  # the old rule: the best trained epoch, below the floor
     assert run(task, root, off, "--methods", "contrastive", "--set", "train.select_untrained=false") == 0
     old = json.loads(next((off / "own_features").glob("contrastive*/seed0.json")).read_text())

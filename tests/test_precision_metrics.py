@@ -122,7 +122,7 @@ def test_task_metrics_and_tables_carry_map(tiny_task, tmp_path):
     from harness.config.plan import Run
     from harness.config.spec import load_task
     from harness.errors import ConfigError
-    from harness.report import tables
+    from harness.report import accuracy
     from harness.run import runner
 
     overrides = ["metrics.map=true", "metrics.map_at=[5]", "metrics.precision_at=[10]", "train.epochs=1"]
@@ -140,7 +140,7 @@ def test_task_metrics_and_tables_carry_map(tiny_task, tmp_path):
     assert m["a2b/class_mAP"] == pytest.approx(100.0 * saved["a2b/class/AP"].mean())  # per-query AP for the bootstrap
     assert m["a2b/mAP"] == pytest.approx(100.0 * np.mean(1.0 / ranks))
     assert m["a2b/P@10"] == pytest.approx(100.0 * np.mean(ranks <= 10) / 10)
-    header, _ = tables.accuracy_rows([result])
+    header, _ = accuracy.accuracy_rows([result])
     assert {"a2b mAP", "a2b mAP@5", "a2b P@10"} <= set(header)
     with pytest.raises(ConfigError, match="positive"):
         load_task(tiny_task, ["metrics.map_at=[0]"])

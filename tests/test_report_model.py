@@ -10,7 +10,7 @@ import pytest
 
 from harness import cli
 from harness.errors import ConfigError
-from harness.report import claims, compare, figures, model, sets, tables
+from harness.report import claims, compare, figures, model, sets, timing
 from harness.store.schema import load_results
 from tests.conftest import ROOT
 
@@ -43,7 +43,7 @@ def test_a_timing_ratio_on_known_answers():
 
 def test_the_table_the_site_and_the_ledger_show_one_ratio(tmp_path):
     results = [r for r in load_results(FLICKR) if r["run_name"] in ("scan@scorer=original", "swamp_par")]
-    header, rows = tables.timing_rows(results, reference="swamp_par")
+    header, rows = timing.timing_rows(results, reference="swamp_par")
     row = next(dict(zip(header, r)) for r in rows if r[0].startswith("scan@scorer=original"))
     ratio = model.timing_ratio([r for r in results if r["run_name"] == "scan@scorer=original"],
                                [r for r in results if r["run_name"] == "swamp_par"], "step")

@@ -12,8 +12,9 @@ from urllib.parse import unquote, urlparse
 import pytest
 
 from harness import cli
-from harness.report import figures, readings, site, tables, views
+from harness.report import figures, formats, readings, site, timing, views
 from harness.report import sets as result_sets
+from harness.report.cells import Cell
 from harness.store.schema import load_results
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -148,13 +149,15 @@ def test_the_index_leads_with_the_claims_ledger(runs, built):
     lines = claims.judge(runs.parent / "claims" / "swamp-aistats2023.yaml")
     assert [row[0] for row in ledger] == [line.claim for line in lines]
     assert [row[3] for row in ledger] == [line.verdict for line in lines]
-    assert ledger[0][5] == "results/tiny" and "tiny.html" in page.links  # the evidence links to its page
+    assert ledger[0][6] == "results/tiny" and "tiny.html" in page.links  # the evidence links to its page
     assert ledger[1][2] == "–" and ledger[1][3] == "not measured here"
+    assert [row[4] for row in ledger] == ["–", "–"]  # no verdict under equal tuning without a tuned: set
 
 
 def test_page_tables_are_the_harness_tables_of_the_result_files(runs, built):
     results = load_results(runs)
-    acc_header, acc_rows, _ = tables.table_data(results, "contrastive", None)["accuracy"]
+    table = formats.table_data(results, "contrastive", None)["accuracy"]
+    acc_header, acc_rows = table.header, table.rows
     page = Page(built / "tiny.html")
     assert page.columns(0) == [dict(zip(acc_header, row)) for row in acc_rows]  # the accuracy table, cell for cell
     assert page.headers[0][0] == "method"  # shown first (and sticky), the rest in the table's order
@@ -178,6 +181,28 @@ def test_the_headline_is_each_runs_selection_metric_over_seeds(runs):
 def test_the_reference_comes_from_the_committed_accuracy_table(runs):
     (rs,) = result_sets.find_sets([runs])
     assert (rs.reference, rs.test_stat) == ("contrastive", None)  # `run --reference contrastive` wrote the table
+
+
+def test_the_reference_comes_from_the_tables_record_not_from_their_text(runs, tmp_path):
+    shutil.copytree(runs / "tiny", tmp_path / "copy" / "tiny")
+    table = tmp_path / "copy" / "tiny" / "accuracy.md"
+    table.write_text(table.read_text().replace("--reference contrastive", "--reference swamp"))  # a hand edit
+    (rs,) = result_sets.find_sets([tmp_path / "copy"])
+    assert rs.reference == "contrastive"  # what tables.json records
+
+
+def test_the_ledger_is_judged_once_from_the_results_the_pages_loaded(runs, tmp_path, monkeypatch):
+    from harness.report import claims
+
+    def again(folder):
+        raise AssertionError(f"{folder} was loaded a second time for the ledger")
+
+    judged = []
+    judge = claims.judge
+    monkeypatch.setattr(claims, "load_evidence", again)
+    monkeypatch.setattr(claims, "judge", lambda *args, **kwargs: judged.append(args) or judge(*args, **kwargs))
+    site.build([runs], tmp_path / "pages", "md", progress=False, render=False)
+    assert len(judged) == 1 and "**direction only**" in (tmp_path / "pages" / "README.md").read_text()
 
 
 def test_folders_of_one_task_get_pages_of_their_own(runs, tmp_path):
@@ -208,11 +233,16 @@ def _sorted_by_rank(cells: list[str]) -> list[str]:
     return [c for _, c in sorted(zip(ranks, cells), key=lambda pair: pair[0])]
 
 
-def test_cells_sort_by_number_date_and_swept_value():
-    # numbers by value whatever surrounds them; '–' last
-    assert _sorted_by_rank(["82.12×", "1.48e+04", "≈356.3", "12.3 ± 0.4", "–", "-0.15", "9.5", "14.8k", "3,664"]) == \
-        ["-0.15", "9.5", "12.3 ± 0.4", "82.12×", "≈356.3", "3,664", "1.48e+04", "14.8k", "–"]
-    # dates as dates (parseFloat read '2026-11-27' as 2026), with or without a time of day
+def test_cells_sort_by_the_number_they_carry_date_and_swept_value():
+    # a cell that stands for a number sorts by it, whatever its text says ('1.48e+04' would sort as 1.48 by text);
+    # text after numbers, '–' last
+    cells = [Cell("82.12×", 82.12), Cell("1.48e+04", 1.48e4), Cell("≈356.3", 356.3), Cell("12.3 ± 0.4", 12.3),
+             Cell("–"), Cell("-0.15", -0.15), Cell("9.5", 9.5), Cell("14.7k", 14.7e3), Cell("3,664", 3664), "text"]
+    assert _sorted_by_rank(cells) == ["-0.15", "9.5", "12.3 ± 0.4", "82.12×", "≈356.3", "3,664", "14.7k", "1.48e+04",
+                                      "text", "–"]
+    # the text of a cell is never read as a number: without its key, '≈9.5' sorts as text, after every number
+    assert _sorted_by_rank(["≈9.5", Cell("12.3", 12.3)]) == ["12.3", "≈9.5"]
+    # ISO dates in order, with or without a time of day
     assert _sorted_by_rank(["2026-11-27", "2025-12-31T23:59:59", "2026-02-03", "2026-11-27T00:00:01"]) == \
         ["2025-12-31T23:59:59", "2026-02-03", "2026-11-27", "2026-11-27T00:00:01"]
     # a sweep's runs by the swept value, after the method's own run; text otherwise
@@ -221,7 +251,8 @@ def test_cells_sort_by_number_date_and_swept_value():
         ["contrastive", "swamp", "swamp@K=20", "swamp@K=200", "swamp@K=500", "swamp@K=2000", "swamp@K=3000"]
     assert _sorted_by_rank(["0, 1, 2, 3, 4", "0", "0, 1"]) == ["0", "0, 1", "0, 1, 2, 3, 4"]  # seed lists
     assert _sorted_by_rank(["1abb22f0", "0a648e4c"]) == ["0a648e4c", "1abb22f0"]  # commits are text
-    assert views.sort_ranks([["b", "2"], ["a", "2"], ["c", "10"]]) == [[1, 0], [0, 0], [2, 1]]  # ties share a rank
+    assert views.sort_ranks([["b", Cell("2", 2)], ["a", Cell("2", 2)], ["c", Cell("10", 10)]]) == \
+        [[1, 0], [0, 0], [2, 1]]  # ties share a rank
 
 
 def test_table_view_puts_the_method_and_ratios_first_and_folds_the_parts():
@@ -283,8 +314,8 @@ def _published_page():
                _fake("b@dataset.images=[64, 20, 100]", "b", varied={"dataset.images": [64, 20, 100]},
                      published=published)]
     rs = result_sets.ResultSet("toy", Path("toy"), "toy", results)
-    table, note = site.timing_table(rs, tables.timing_table(results), [])
-    return results, rs, table, note, {row[0]: dict(zip(table.header, row)) for row in table.rows}
+    table = site.timing_table(rs, timing.timing_table(results))
+    return results, rs, table, table.footnote, {row[0]: dict(zip(table.header, row)) for row in table.rows}
 
 
 def test_the_paper_stands_beside_our_runs_only_on_the_task_s_own_data():
@@ -300,7 +331,8 @@ def test_the_paper_stands_beside_our_runs_only_on_the_task_s_own_data():
     assert figures.ratio_figure(rs) is not None
     # no run on the task's data: no paper columns at all
     only = result_sets.ResultSet("toy", Path("toy"), "toy", results[2:])
-    table, note = site.timing_table(only, tables.timing_table(results[2:]), [])
+    table = site.timing_table(only, timing.timing_table(results[2:]))
+    note = table.footnote
     assert not any(h.startswith("paper") for h in table.header) and note[-1].startswith("No paper columns")
     assert not table.published and all(theirs is None for theirs in table.ratios.values())
 
@@ -308,8 +340,8 @@ def test_the_paper_stands_beside_our_runs_only_on_the_task_s_own_data():
 def test_a_renamed_header_or_a_marked_row_leaves_the_page_correct(monkeypatch):
     """The page learns which columns are the paper's and which run a row is from the table itself, not from its
     text: renamed published headers and a contention mark on a row name change nothing."""
-    monkeypatch.setattr(tables, "PUBLISHED_COLUMN", "{what} (published by {label})")
-    monkeypatch.setattr(tables, "contention_flag", lambda runs: " [busy machine]")
+    monkeypatch.setattr(timing, "PUBLISHED_COLUMN", "{what} (published by {label})")
+    monkeypatch.setattr(timing, "contention_flag", lambda runs: " [busy machine]")
     results, rs, table, note, cells = _published_page()
     view = views.table_view(table.header, table.rows, "timing", table.ratios, table.published)
     shown = [h for h, _ in view["header"]]
@@ -333,18 +365,22 @@ def test_pages_show_the_folder_s_notes_and_link_their_readings(runs, built):
     assert '<span class="link" title="other.md">elsewhere</span>' in reading  # no such page: text only
 
 
-def test_markdown_notes_render_without_a_library():
+def test_markdown_notes_render_through_markdown_it_with_the_project_s_rules():
     from harness.report import markdown
 
-    html = markdown.render("# A: `b`\n\ntext **bold** and [web](https://x.org) <i>\n\n```\ncode <x>\n```\n\n"
-                           "| h | i |\n|---|---|\n| 1 | 2 |\n\n1. first\n2. second\n", shift=1)
-    assert html.splitlines() == [
-        '<h2 id="a-b">A: <code>b</code></h2>',
-        '<p>text <strong>bold</strong> and <a href="https://x.org">web</a> &lt;i&gt;</p>',
-        "<pre><code>code &lt;x&gt;</code></pre>",
+    html = markdown.render("<!-- generated -->\n# A: `b`\n\ntext **bold** and [web](https://x.org) <i>\n\n"
+                           "```\ncode <x>\n```\n\n| h | i |\n|---|---|\n| 1 | 2 |\n\n1. first\n2. second\n\n"
+                           "[here](notes.md) and [gone](old.md#a) ![plot](cd.png)\n", shift=1,
+                           link=lambda target: "page.html" if target == "notes.md" else None)
+    assert "".join(html.split("\n")) == (
+        '<h2 id="a-b">A: <code>b</code></h2>'  # a heading a level down, with GitHub's anchor; the comment dropped
+        '<p>text <strong>bold</strong> and <a href="https://x.org">web</a> &lt;i&gt;</p>'  # raw HTML as text
+        "<pre><code>code &lt;x&gt;</code></pre>"
         '<div class="scroll"><table class="note-table"><thead><tr><th>h</th><th>i</th></tr></thead>'
-        "<tbody><tr><td>1</td><td>2</td></tr></tbody></table></div>",
-        "<ol><li>first</li><li>second</li></ol>"]
+        "<tbody><tr><td>1</td><td>2</td></tr></tbody></table></div>"
+        "<ol><li>first</li><li>second</li></ol>"
+        '<p><a href="page.html">here</a> and <span class="link" title="old.md#a">gone</span> '  # through ``link``
+        '<span class="link" title="cd.png">[figure: plot]</span></p>')
 
 
 def test_bad_input_stops_before_anything_is_written(tmp_path, capsys):

@@ -15,6 +15,7 @@ import psutil
 import pytest
 
 from harness import cli
+from harness.cli import runs as cli_runs
 from harness.config import launch, plan
 from harness.run import grid
 from tests.conftest import ROOT, write_task
@@ -173,7 +174,7 @@ def test_the_hint_after_submission_repeats_the_commands_run_selecting_flags():
     args = cli.build_parser().parse_args(["run", "tasks/synthetic.yaml", "--methods", "swamp", "--seeds", "0-4",
                                           "--set", "swamp.K=8", "--sweep", "train.lr=0.1,0.2", "--epochs", "5",
                                           "--launcher", "slurm"])
-    hint, tables = cli._later(args, Path("tasks/synthetic.yaml"), "synthetic")
+    hint, tables = cli_runs.later(args, Path("tasks/synthetic.yaml"), "synthetic")
     assert hint == ("python -m harness status runs tasks/synthetic.yaml --methods swamp --seeds 0-4 --set swamp.K=8 "
                     "--sweep train.lr=0.1,0.2 --epochs 5")
     assert tables == "python -m harness table runs/synthetic --write"  # run's default --out

@@ -300,6 +300,7 @@ def test_tune_workers_in_slurm_jobs_share_a_journal_file_and_keep_the_budget_exa
     each method gets exactly its budget, trials ran in both jobs, and the tuned runs are written."""
     import optuna
 
+    from harness.tune import storage as stored
     from harness.tune import study as studies
 
     done = cluster.harness("tune", str(task), "--methods", "contrastive,cca", "--trials", "5", "--jobs", "2",
@@ -308,7 +309,7 @@ def test_tune_workers_in_slurm_jobs_share_a_journal_file_and_keep_the_budget_exa
     assert done.returncode == 0, done.stdout + done.stderr
     assert "submitted 2 SLURM job(s) of tuning workers" in done.stdout, done.stdout
     folder = tmp_path / "tiny" / "_tune"
-    journal = studies.default_storage(folder, journal=True)
+    journal = stored.default_storage(folder, journal=True)
     assert f"stored in {journal}" in done.stdout, done.stdout
     assert (folder / "studies.log").is_file() and not (folder / "studies.db").exists()
     assert not list(folder.glob("*.lock"))  # every lock released
@@ -316,8 +317,8 @@ def test_tune_workers_in_slurm_jobs_share_a_journal_file_and_keep_the_budget_exa
     for method in ("contrastive", "cca"):
         s = studies.Study(task=str(task), method=method, overrides=(), added=(), epochs=2, seed=0, trials=5,
                           seconds=None, folder=folder, storage=journal)
-        opened = optuna.load_study(study_name=s.name, storage=studies.storage_of(s.storage))
-        have = studies.counts(opened)
+        opened = optuna.load_study(study_name=s.name, storage=stored.storage_of(s.storage))
+        have = stored.counts(opened)
         assert (have["counted"], have["running"], len(opened.get_trials())) == (5, 0, 5), have
         workers |= {t.user_attrs["worker"] for t in opened.get_trials()}
         pids |= {t.user_attrs["pid"] for t in opened.get_trials()}

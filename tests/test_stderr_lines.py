@@ -9,6 +9,7 @@ import warnings
 import pytest
 
 from harness import cli, worker
+from harness.cli import listing
 from harness.errors import ConfigError
 from harness.store import provenance
 from tests.error_lines import error_line, prefixed
@@ -55,7 +56,7 @@ def _failing_after(monkeypatch, emit) -> None:
         emit()
         raise ConfigError("the command's own error")
 
-    monkeypatch.setattr(cli, "cmd_list", cmd_list)
+    monkeypatch.setattr(listing, "handle", cmd_list)
 
 
 def test_a_python_warning_is_one_warning_line(monkeypatch, capsys):
@@ -88,7 +89,7 @@ def test_a_successful_command_prints_only_prefixed_lines(monkeypatch, capsys):
         warnings.warn("multi\nline", DeprecationWarning, stacklevel=1)
         return 0
 
-    monkeypatch.setattr(cli, "cmd_list", cmd_list)
+    monkeypatch.setattr(listing, "handle", cmd_list)
     with warnings.catch_warnings():
         warnings.simplefilter("always")
         assert cli.main(["list"]) == 0

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from harness.errors import ConfigError
-from harness.report import stats, tables
+from harness.report import accuracy, files, formats, model, stats, timing
 
 METRICS = {"directions": ["a2b"], "relevance": ["pair"], "ks": [1, 5], "folds": [1], "rsum": False}
 TEST_COLUMNS = ["Δ vs contrastive", "95% CI", "p (seeds, paired t)", "p (queries, bootstrap)"]
@@ -50,9 +50,9 @@ def _rows(text: str) -> dict[str, list[str]]:
 
 
 def test_reference_adds_markers_columns_and_footnote(results):
-    header, _ = tables.accuracy_rows(results, reference="contrastive")
+    header, _ = accuracy.accuracy_rows(results, reference="contrastive")
     assert header[-4:] == TEST_COLUMNS
-    text = tables.render(results, "md", reference="contrastive")["accuracy"]
+    text = formats.render(results, "md", reference="contrastive")["accuracy"]
     rows = _rows(text)
     swamp, ref = rows["swamp"], rows["contrastive"]
     assert swamp[3].endswith("*") and not swamp[5].endswith("*")  # R@1 differs, MedR is never marked
@@ -64,18 +64,18 @@ def test_reference_adds_markers_columns_and_footnote(results):
 
 
 def test_footnote_in_every_format(results, tmp_path):
-    assert "paired bootstrap" in tables.render(results, "simple", reference="contrastive")["accuracy"]
-    tex = tables.render(results, "tex", reference="contrastive")["accuracy"]
+    assert "paired bootstrap" in formats.render(results, "simple", reference="contrastive")["accuracy"]
+    tex = formats.render(results, "tex", reference="contrastive")["accuracy"]
     assert "\\end{tabular}\n\\par\\smallskip{\\footnotesize Cells marked * differ" in tex
     assert "p $<$ 0.05" in tex
-    paths = tables.write_tables(results, tmp_path, reference="contrastive")
+    paths = files.write_tables(results, tmp_path, reference="contrastive")
     assert all("Δ vs contrastive" in p.read_text() for p in paths if p.stem == "accuracy")
 
 
 def test_without_reference_no_significance(results):
-    header, rows = tables.accuracy_rows(results)
+    header, rows = accuracy.accuracy_rows(results)
     assert header == ["error type", "method", "seeds", "a2b R@1", "a2b R@5", "a2b MedR"]
-    text = tables.render(results, "md")["accuracy"]
+    text = formats.render(results, "md")["accuracy"]
     assert "*" not in text and "Δ" not in text and "p (" not in text
     assert text.rstrip().endswith("|")  # no footnote under the table
 
@@ -83,34 +83,34 @@ def test_without_reference_no_significance(results):
 def test_old_result_files_without_ranks(results):
     for r in results:
         del r["ranks"]
-    swamp = _rows(tables.render(results, "md", reference="contrastive")["accuracy"])["swamp"]
+    swamp = _rows(formats.render(results, "md", reference="contrastive")["accuracy"])["swamp"]
     assert swamp[-1] == "–" and swamp[-2] != "–"
 
 
 def test_single_seed_has_no_seed_level_p(tmp_path):
     results = [_result(tmp_path, "contrastive", 0, _ranks(0.5, 0)), _result(tmp_path, "swamp", 0, _ranks(0.9, 1))]
-    swamp = _rows(tables.render(results, "md", reference="contrastive")["accuracy"])["swamp"]
+    swamp = _rows(formats.render(results, "md", reference="contrastive")["accuracy"])["swamp"]
     assert swamp[3].endswith("*") is False
     assert swamp[-3:-1] == ["–", "–"] and swamp[-1] == "<0.001 (1/1)"
 
 
 def test_published_rows_get_empty_test_cells(results):
     results[0]["reference"] = {"label": "paper", "methods": {"swamp": {"a2b/R@1": 90.8, "a2b/R@5": 99.95}}}
-    rows = _rows(tables.render(results, "md", reference="contrastive")["accuracy"])
+    rows = _rows(formats.render(results, "md", reference="contrastive")["accuracy"])
     assert rows["swamp (paper)"][3:] == ["90.80", "99.95", "–", "–", "–", "–", "–"]
 
 
 def test_unknown_reference_names_the_runs(results, tmp_path):
     with pytest.raises(ConfigError, match="'swmap'.*valid: contrastive, swamp"):
-        tables.render(results, "md", reference="swmap")
+        formats.render(results, "md", reference="swmap")
     with pytest.raises(ConfigError, match="valid: contrastive, swamp"):
-        tables.write_tables(results, tmp_path, reference="nope")
+        files.write_tables(results, tmp_path, reference="nope")
 
 
 def test_mismatched_rank_lengths_name_the_runs(results):
     np.savez(Path(results[3]["_path"]).with_suffix(".npz"), **{"a2b/pair": _ranks(0.9, 0, n=10)})
     with pytest.raises(ConfigError, match="swamp vs contrastive, seed 0: .*same test queries"):
-        tables.render(results, "md", reference="contrastive")
+        formats.render(results, "md", reference="contrastive")
 
 
 def test_timing_caption_and_ratios_follow_the_precision(tmp_path):
@@ -123,12 +123,12 @@ def test_timing_caption_and_ratios_follow_the_precision(tmp_path):
                  reference={"timing": {"relative_to": "swamp_par", "methods": {}}})
         r["profile"]["timing"]["train_step"] = {"median_s": step, "p90_s": step}
         runs.append(r)
-    header, rows = tables.timing_rows(runs)
+    header, rows = timing.timing_rows(runs)
     ratio = {row[0]: row[header.index("step / swamp_par")] for row in rows}
     assert ratio == {"swamp_par": "1.00×", "scan": "2.00×", "swamp_par@bf16": "1.00×", "scan@bf16": "3.00×"}
-    assert "Ratios compare runs of the same train.precision." in tables.render(runs, "md")["timing"]
-    assert tables.hardware_line(runs[:1]) == "cpu (2 cores, 1 torch threads); torch 2; device cpu; precision fp32"
-    assert tables.hardware_line(runs) == "cpu (2 cores, 1 torch threads); torch 2; device cpu; precision fp32, bf16"
+    assert "Ratios compare runs of the same train.precision." in formats.render(runs, "md")["timing"]
+    assert model.machine_line(runs[:1]) == "cpu (2 cores, 1 torch threads); torch 2; device cpu; precision fp32"
+    assert model.machine_line(runs) == "cpu (2 cores, 1 torch threads); torch 2; device cpu; precision fp32, bf16"
 
 
 def _with_ap(results: list[dict], gain: float) -> list[dict]:
@@ -145,7 +145,7 @@ def _with_ap(results: list[dict], gain: float) -> list[dict]:
 
 def test_significance_columns_can_test_map(results):
     results = _with_ap(results, 0.2)
-    text = tables.render(results, "md", reference="contrastive", test_stat="mAP")["accuracy"]
+    text = formats.render(results, "md", reference="contrastive", test_stat="mAP")["accuracy"]
     swamp = _rows(text)["swamp"]
     assert swamp[6].endswith("*")  # the mAP cell is marked too
     delta = float(swamp[-4])
@@ -153,58 +153,58 @@ def test_significance_columns_can_test_map(results):
         [r["metrics"]["a2b/mAP"] for r in results[:3]])
     assert delta == pytest.approx(expected, abs=0.01)
     assert swamp[-1].endswith("(3/3)") and "a2b mAP column" in text and "and mAP cells" in text
-    medr = _rows(tables.render(results, "md", reference="contrastive", test_stat="MedR")["accuracy"])["swamp"]
+    medr = _rows(formats.render(results, "md", reference="contrastive", test_stat="MedR")["accuracy"])["swamp"]
     assert medr[-1] == "–" and medr[-2] != "–"  # a median has a test over seeds, none over queries
     with pytest.raises(ConfigError, match=r"unknown statistic to test 'R@10'.*valid: .*MedR.*a2b/mAP"):
-        tables.render(results, "md", reference="contrastive", test_stat="R@10")
+        formats.render(results, "md", reference="contrastive", test_stat="R@10")
 
 
 def test_test_stat_names_a_direction_or_rsum(results):
     metrics = {"directions": ["i2t", "t2i"], "ks": [1, 5], "rsum": True}
-    assert tables.tested_column(metrics, None) == 0
-    assert tables.tested_column(metrics, "MedR") == 2
-    assert tables.tested_column(metrics, "t2i/R@5") == 4
-    assert tables.tested_column(metrics, "rsum") == 6  # after both directions' R@1, R@5, MedR
-    assert tables.tested_label(metrics, "t2i/R@5") == "t2i R@5" and tables.tested_label(metrics, None) == "i2t R@1"
+    assert accuracy.tested_column(metrics, None) == 0
+    assert accuracy.tested_column(metrics, "MedR") == 2
+    assert accuracy.tested_column(metrics, "t2i/R@5") == 4
+    assert accuracy.tested_column(metrics, "rsum") == 6  # after both directions' R@1, R@5, MedR
+    assert accuracy.tested_label(metrics, "t2i/R@5") == "t2i R@5" and accuracy.tested_label(metrics, None) == "i2t R@1"
     with pytest.raises(ConfigError, match="rsum"):
-        tables.tested_column({**metrics, "rsum": False}, "rsum")
+        accuracy.tested_column({**metrics, "rsum": False}, "rsum")
 
 
 def test_validation_view_shows_the_selected_epochs_validation_metrics(results, tmp_path):
     for r in results:
         r["val_at_best"] = {"a2b/R@1": 10.0 + r["seed"], "a2b/R@5": 50.0, "a2b/MedR": 3.0}
         r["reference"] = {"label": "paper", "methods": {"swamp": {"a2b/R@1": 99.0}}}
-    rows = _rows(tables.render(tables.validation_view(results), "md")["accuracy"])
+    rows = _rows(formats.render(accuracy.validation_view(results), "md")["accuracy"])
     assert rows["swamp"][3] == "11.00 ± 1.00" and not any("paper" in name for name in rows)
-    (path_md, path_tex, record) = tables.write_tables(results, tmp_path, split="val")
+    (path_md, path_tex, record) = files.write_tables(results, tmp_path, split="val")
     assert path_md.name == "validation.md" and "--split val" in path_md.read_text()
     assert "11.00 ± 1.00" in path_md.read_text() and path_tex.suffix == ".tex"
     assert json.loads(record.read_text()) == {"val": {"reference": None, "test_stat": None}}
-    assert tables.recorded_options(tmp_path) == tables.TableOptions(None, None, "val")
-    tables.write_tables(results, tmp_path, reference="swamp", test_stat="R@5")  # the test tables' record joins it
-    assert tables.recorded_options(tmp_path) == tables.TableOptions("swamp", "R@5", "test")
+    assert files.recorded_options(tmp_path) == files.TableOptions(None, None, "val")
+    files.write_tables(results, tmp_path, reference="swamp", test_stat="R@5")  # the test tables' record joins it
+    assert files.recorded_options(tmp_path) == files.TableOptions("swamp", "R@5", "test")
     assert set(json.loads(record.read_text())) == {"test", "val"}
 
 
 def test_table_options_come_from_the_record_not_from_the_tables_text(results, tmp_path):
-    tables.write_tables(results, tmp_path, reference="swamp")
+    files.write_tables(results, tmp_path, reference="swamp")
     text = (tmp_path / "accuracy.md").read_text()
     (tmp_path / "accuracy.md").write_text(text.replace("--reference swamp", "--reference contrastive"))
-    assert tables.recorded_options(tmp_path).reference == "swamp"  # a hand-edited first line changes nothing
-    (tmp_path / tables.OPTIONS_FILE).unlink()
-    assert tables.recorded_options(tmp_path) is None
+    assert files.recorded_options(tmp_path).reference == "swamp"  # a hand-edited first line changes nothing
+    (tmp_path / files.OPTIONS_FILE).unlink()
+    assert files.recorded_options(tmp_path) is None
 
 
 def test_timing_ratios_follow_the_reference_run(results):
-    header, rows = tables.timing_rows(results, reference="swamp")
+    header, rows = timing.timing_rows(results, reference="swamp")
     assert "step / swamp" in header
-    assert tables.timing_rows(results)[0][5] == "step / contrastive"  # the first run by default
+    assert timing.timing_rows(results)[0][5] == "step / contrastive"  # the first run by default
 
 
 def test_caption_names_the_data_origin(results, tmp_path):
     for r in results:
         r["dataset"] = {"origin": "QMUL-Shoe, yuqian1023/Deep_SBIR_tf @ 838c17c"}
-    tables.write_tables(results, tmp_path)
+    files.write_tables(results, tmp_path)
     for name in ("accuracy.md", "timing.tex"):
         assert "Data: QMUL-Shoe, yuqian1023/Deep_SBIR_tf @ 838c17c." in (tmp_path / name).read_text()
 

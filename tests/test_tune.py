@@ -28,9 +28,13 @@ from harness.data import paired
 from harness.errors import ConfigError
 from harness.report import tables
 from harness.report import tuning as tuning_report
+from harness.run import preflight, runner
 from harness.store.schema import load_results
 from harness.tune import command, space
+from harness.tune import record as study_record
+from harness.tune import storage as stored
 from harness.tune import study as studies
+from harness.tune import trial as tune_trial
 from tests.conftest import ROOT, TINY, write_task
 
 TUNE = {"space": {"swamp.K": {"low": 8, "high": 32}}}  # the tiny task's queue (64) must exceed K
@@ -91,7 +95,7 @@ def test_an_encoder_type_choice_searches_each_types_own_settings(tmp_path):
     study = optuna.create_study()
     for kind in ("linear", "mlp"):
         study.enqueue_trial({"encoders.a.type": kind})
-        values, overrides = studies.trial_settings(study.ask(), list(found.values()), "contrastive")
+        values, overrides = tune_trial.trial_settings(study.ask(), list(found.values()), "contrastive")
         assert ("encoders.a.hidden" in values) == (kind == "mlp")  # hidden only where the trial picked mlp
         whole = [i for i, o in enumerate(overrides) if o.startswith("encoders.a=")]
         parts = [i for i, o in enumerate(overrides) if o.startswith("encoders.a.")]
@@ -213,7 +217,7 @@ def test_every_method_gets_the_same_number_of_trials(tuned):
 def test_the_test_split_is_never_read_during_a_study(tuned):
     assert tuned.reads["study"] == 0
     assert tuned.reads["final"] > 0  # the tuned runs are tested
-    view = studies.without_test(paired.PairedData(splits={"train": None, "val": None, "test": None}))  # type: ignore
+    view = tune_trial.without_test(paired.PairedData(splits={"train": None, "val": None, "test": None}))  # type: ignore
     with pytest.raises(ConfigError, match="dataset has no split 'test'"):
         view["test"]
 
@@ -270,9 +274,9 @@ def test_a_study_is_the_same_on_every_run_of_the_command(tmp_path):
     for name in ("first", "second"):
         folder = tmp_path / name / "_tune"
         s = studies.Study(task=str(path), method="contrastive", overrides=(), added=(), epochs=2, seed=0, trials=5,
-                          seconds=None, folder=folder, storage=studies.default_storage(folder))
-        data = studies.runner.load_data(s.spec())
-        opts = studies.runner.RunOptions(device=studies.runner.torch.device("cpu"), out=folder / "trials",
+                          seconds=None, folder=folder, storage=stored.default_storage(folder))
+        data = runner.load_data(s.spec())
+        opts = runner.RunOptions(device=runner.torch.device("cpu"), out=folder / "trials",
                                          progress=False)
         opened = studies.work(s, data, opts)
         found.append([(t.params, t.value, t.state) for t in opened.get_trials()])
@@ -287,7 +291,7 @@ def test_the_pruner_stops_trials_that_trail_the_median(tmp_path, monkeypatch):
     train.lr, so that which trials trail is known.)"""
     path = tiny(tmp_path)
     s = studies.Study(task=str(path), method="contrastive", overrides=(), added=(), epochs=6, seed=0, trials=12,
-                      seconds=None, folder=tmp_path / "_tune", storage=studies.default_storage(tmp_path / "_tune"),
+                      seconds=None, folder=tmp_path / "_tune", storage=stored.default_storage(tmp_path / "_tune"),
                       prune="median", prune_warmup=0.5)
     assert s.warmup_epochs == 3 and s.pruner_text == "median after 50% of the epochs (3)"
     epochs_seen = []
@@ -303,11 +307,11 @@ def test_the_pruner_stops_trials_that_trail_the_median(tmp_path, monkeypatch):
         fit = SimpleNamespace(best_epoch=6, history=history)
         return SimpleNamespace(fit=fit, val_at_best={"a2b/R@1": history[-1]["val/a2b/R@1"]})
 
-    monkeypatch.setattr(studies.runner, "train", train)
-    monkeypatch.setattr(studies.preflight, "refusals", lambda runs, data: {})
+    monkeypatch.setattr(runner, "train", train)
+    monkeypatch.setattr(preflight, "refusals", lambda runs, data: {})
     opts = SimpleNamespace(out=tmp_path / "trials")
     opened = studies.work(s, paired.PairedData(splits={}), opts)  # type: ignore[arg-type]
-    have = studies.counts(opened)
+    have = stored.counts(opened)
     assert have["counted"] == 12 and have["pruned"] >= 1
     for t in opened.get_trials(states=(TrialState.PRUNED,)):
         # stopped after the warm-up (3 of 6 epochs, alike for every trial) and before its last epoch
@@ -315,9 +319,9 @@ def test_the_pruner_stops_trials_that_trail_the_median(tmp_path, monkeypatch):
 
     # the default rule prunes nothing: every trial trains all its epochs, whatever its curve
     none = dataclasses.replace(s, prune="none", folder=tmp_path / "_none",
-                               storage=studies.default_storage(tmp_path / "_none"))
+                               storage=stored.default_storage(tmp_path / "_none"))
     assert none.pruner_text == "none" and none.name != s.name  # another rule is another study
-    have = studies.counts(studies.work(none, paired.PairedData(splits={}), opts))  # type: ignore[arg-type]
+    have = stored.counts(studies.work(none, paired.PairedData(splits={}), opts))  # type: ignore[arg-type]
     assert (have["counted"], have["complete"], have["pruned"]) == (12, 12, 0)
 
 
@@ -344,11 +348,11 @@ def test_a_closed_form_fit_is_never_pruned(tmp_path):
     its value could never be the best."""
     path = tiny(tmp_path)
     s = studies.Study(task=str(path), method="cca", overrides=(), added=(), epochs=None, seed=0, trials=10,
-                      seconds=None, folder=tmp_path / "_tune", storage=studies.default_storage(tmp_path / "_tune"))
-    data = studies.runner.load_data(s.spec())
-    opts = studies.runner.RunOptions(device=studies.runner.torch.device("cpu"), out=tmp_path / "trials",
+                      seconds=None, folder=tmp_path / "_tune", storage=stored.default_storage(tmp_path / "_tune"))
+    data = runner.load_data(s.spec())
+    opts = runner.RunOptions(device=runner.torch.device("cpu"), out=tmp_path / "trials",
                                      progress=False)
-    have = studies.counts(studies.work(s, data, opts))
+    have = stored.counts(studies.work(s, data, opts))
     assert (have["counted"], have["complete"], have["pruned"]) == (10, 10, 0)
 
 
@@ -357,20 +361,20 @@ def test_settings_the_method_refuses_count_as_failed_trials(tmp_path):
     with the reason (two are queued here so that the test does not depend on the sampler)."""
     path = write_task(tmp_path, {**TINY, "tune": {"space": {"swamp.K": {"low": 8, "high": 128}}}})
     s = studies.Study(task=str(path), method="swamp", overrides=(), added=(), epochs=None, seed=0, trials=3,
-                      seconds=None, folder=tmp_path / "_tune", storage=studies.default_storage(tmp_path / "_tune"))
+                      seconds=None, folder=tmp_path / "_tune", storage=stored.default_storage(tmp_path / "_tune"))
     opened = studies.open_study(s)
     start = opened.get_trials()[0].system_attrs["fixed_params"]
     for k in (100, 120):
         opened.enqueue_trial({**start, "K": k})
-    data = studies.runner.load_data(s.spec())
-    opts = studies.runner.RunOptions(device=studies.runner.torch.device("cpu"), out=tmp_path / "trials",
+    data = runner.load_data(s.spec())
+    opts = runner.RunOptions(device=runner.torch.device("cpu"), out=tmp_path / "trials",
                                      progress=False)
     opened = studies.work(s, data, opts)
-    have = studies.counts(opened)
+    have = stored.counts(opened)
     assert (have["counted"], have["complete"], have["failed"]) == (3, 1, 2)
     reasons = [t.user_attrs["failed"] for t in opened.get_trials(states=(TrialState.FAIL,))]
     assert all(r.startswith("settings refused: ") and "queue (64) must exceed K" in r for r in reasons)
-    assert studies.record(s, opened, s.dims())["trials"]["failed"] == 2
+    assert study_record.record(s, opened, s.dims())["trials"]["failed"] == 2
 
 
 # --- interruption, parallel workers -----------------------------------------------------------------------------
@@ -379,8 +383,8 @@ def _study(out: Path, path: Path, method: str, trials: int, epochs: int | None =
     spec = specs.load_task(path)
     s = studies.Study(task=str(path), method=method, overrides=(), added=(), epochs=epochs, seed=0, trials=trials,
                       seconds=None, folder=out / spec.name / "_tune",
-                      storage=studies.default_storage(out / spec.name / "_tune"))
-    return optuna.load_study(study_name=s.name, storage=studies.storage_of(s.storage))
+                      storage=stored.default_storage(out / spec.name / "_tune"))
+    return optuna.load_study(study_name=s.name, storage=stored.storage_of(s.storage))
 
 
 @pytest.mark.slow
@@ -422,8 +426,8 @@ def test_a_study_killed_with_sigkill_resumes_with_no_trial_lost_or_doubled(tmp_p
     # the record's minutes are the counted trials' (the interrupted one ran until it was found dead: not counted)
     folder = out / "tiny" / "_tune"
     s = studies.Study(task=str(path), method="contrastive", overrides=(), added=(), epochs=40, seed=0, trials=6,
-                      seconds=None, folder=folder, storage=studies.default_storage(folder))
-    rec = studies.record(s, studies.open_study(s), s.dims())
+                      seconds=None, folder=folder, storage=stored.default_storage(folder))
+    rec = study_record.record(s, studies.open_study(s), s.dims())
     assert rec["trial_minutes"] == round(sum(t.duration.total_seconds() for t in counted) / 60, 3)
 
 
@@ -435,7 +439,7 @@ def test_local_workers_share_one_study_and_keep_the_budget_exact(tmp_path, capsy
                      "--jobs", "2", "--out", str(out), "--no-progress"]) == 0
     assert "tuning with 2 worker processes" in capsys.readouterr().out
     for method in ("contrastive", "cca"):
-        have = studies.counts(_study(out, path, method, 7))
+        have = stored.counts(_study(out, path, method, 7))
         assert have["counted"] == 7 and have["running"] == 0
     pids = {t.user_attrs["pid"] for t in _study(out, path, "contrastive", 7).get_trials()}
     assert len(pids) == 2  # both workers ran trials
@@ -444,18 +448,18 @@ def test_local_workers_share_one_study_and_keep_the_budget_exact(tmp_path, capsy
 # --- Optuna's journal file: SLURM's default storage, its lock -------------------------------------------------
 
 def test_journal_urls_round_trip_through_the_storage(tmp_path):
-    url = studies.default_storage(tmp_path / "_tune", journal=True)
+    url = stored.default_storage(tmp_path / "_tune", journal=True)
     assert url == f"journal://{(tmp_path / '_tune' / 'studies.log').resolve()}" and url.startswith("journal:///")
-    assert studies.journal_path(url) == tmp_path / "_tune" / "studies.log"
-    assert studies.shown_storage(url) == url  # recorded as given: no password to hide
-    storage = studies.storage_of(url)
+    assert stored.journal_path(url) == tmp_path / "_tune" / "studies.log"
+    assert stored.shown_storage(url) == url  # recorded as given: no password to hide
+    storage = stored.storage_of(url)
     assert isinstance(storage, optuna.storages.JournalStorage) and (tmp_path / "_tune" / "studies.log").is_file()
     optuna.create_study(storage=storage, study_name="s").enqueue_trial({"x": 1.0}, user_attrs={"start": True})
-    again = optuna.load_study(study_name="s", storage=studies.storage_of(studies.shown_storage(url)))
+    again = optuna.load_study(study_name="s", storage=stored.storage_of(stored.shown_storage(url)))
     assert [t.user_attrs for t in again.get_trials()] == [{"start": True}]
-    assert studies.journal_path(studies.default_storage(tmp_path)) is None  # SQLite
+    assert stored.journal_path(stored.default_storage(tmp_path)) is None  # SQLite
     with pytest.raises(ConfigError, match="journal:///ABSOLUTE/PATH"):
-        studies.journal_path("journal://studies.log")
+        stored.journal_path("journal://studies.log")
 
 
 def test_the_slurm_launcher_stores_studies_in_a_journal_file_and_passes_it_to_its_workers(tmp_path):
@@ -465,12 +469,13 @@ def test_the_slurm_launcher_stores_studies_in_a_journal_file_and_passes_it_to_it
     journal = f"journal://{(tmp_path / 'out' / 'tiny' / '_tune' / 'studies.log').resolve()}"
     assert found.storage == journal
     argv = command.worker_argv(args, 1, 2, found.storage)
-    assert argv[argv.index("--storage") + 1] == journal and argv[argv.index("--launcher") + 1] == "sequential"
+    assert argv[argv.index("--storage") + 1] == journal
     worker = cli.build_parser().parse_args(argv[2:])  # the worker's own command line: the same studies
     assert [s.storage for s in command.setup(worker)] == [journal] and worker.worker == 2
+    assert (worker.launcher, worker.studies_only, worker.threads, worker.slurm) == ("sequential", True, 1, None)
     for launcher in ("sequential", "local"):  # one machine: SQLite
         (here,) = command.setup(argparse_namespace(path, tmp_path / "out", launcher=launcher))
-        assert here.storage == studies.default_storage(tmp_path / "out" / "tiny" / "_tune")
+        assert here.storage == stored.default_storage(tmp_path / "out" / "tiny" / "_tune")
         assert "--storage" in command.worker_argv(args, None, 1, here.storage)
     given = f"journal://{tmp_path / 'elsewhere.log'}"
     assert [s.storage for s in command.setup(argparse_namespace(path, tmp_path / "out", storage=given))] == [given]
@@ -483,7 +488,8 @@ def argparse_namespace(path: Path, out: Path, **extra: object) -> SimpleNamespac
     return SimpleNamespace(**{
         "task": str(path), "overrides": [], "data_root": None, "methods": "contrastive", "trials": 3,
         "seconds_per_method": None, "seeds": "0", "study_seed": None, "out": str(out), "storage": None, "epochs": 1,
-        "prune": "none", "prune_warmup": 0.5, "launcher": "sequential", "device": "cpu", "include": [], **extra})
+        "prune": "none", "prune_warmup": 0.5, "launcher": "sequential", "device": "cpu", "include": [],
+        "subcommands": cli.build_parser().parse_args(["list"]).subcommands, **extra})  # worker_argv's parser
 
 
 def test_a_study_in_a_journal_file_runs_here_and_resumes(tmp_path, capsys):
@@ -495,21 +501,21 @@ def test_a_study_in_a_journal_file_runs_here_and_resumes(tmp_path, capsys):
     assert f"stored in journal://{journal}" in capsys.readouterr().out
     (result,) = load_results(tmp_path / "out" / "tiny")
     assert result["tuning"]["storage"] == f"journal://{journal}" and result["tuning"]["trials"]["counted"] == 3
-    opened = optuna.load_study(study_name=result["tuning"]["study"], storage=studies.storage_of(f"journal://{journal}"))
+    opened = optuna.load_study(study_name=result["tuning"]["study"], storage=stored.storage_of(f"journal://{journal}"))
     first = [(t.number, t.state, t.value) for t in opened.get_trials()]
     assert len(first) == 3 and all(t.user_attrs["worker"] == 0 for t in opened.get_trials())
     name = result["tuning"]["study"]
     assert (journal.parent / f"{name}.budget").is_file() and not list(journal.parent.glob("*.lock"))  # released
     assert not (tmp_path / "out" / "tiny" / "_tune" / f"{name}.lock").exists()  # no flock beside it
     assert cli.main(words) == 0  # again: the study is complete, the tuned run finished
-    again = optuna.load_study(study_name=name, storage=studies.storage_of(f"journal://{journal}"))
+    again = optuna.load_study(study_name=name, storage=stored.storage_of(f"journal://{journal}"))
     assert [(t.number, t.state, t.value) for t in again.get_trials()] == first
 
 
 def _journal_worker(s: studies.Study, data: paired.PairedData, worker: int, start: object) -> None:
     torch.set_num_threads(1)  # a forked process: no thread pool inherited half-way
     start.wait()  # type: ignore[attr-defined]
-    opts = studies.runner.RunOptions(device=torch.device("cpu"), out=s.folder / "trials", progress=False)
+    opts = runner.RunOptions(device=torch.device("cpu"), out=s.folder / "trials", progress=False)
     studies.work(s, data, opts, worker=worker)
 
 
@@ -519,9 +525,9 @@ def test_two_processes_sharing_a_journal_study_keep_the_budget_exact(tmp_path):
     path = tiny(tmp_path)
     folder = tmp_path / "out" / "tiny" / "_tune"
     s = studies.Study(task=str(path), method="contrastive", overrides=(), added=(), epochs=1, seed=0, trials=6,
-                      seconds=None, folder=folder, storage=studies.default_storage(folder, journal=True))
+                      seconds=None, folder=folder, storage=stored.default_storage(folder, journal=True))
     studies.open_study(s)  # created once, before the workers
-    data = studies.runner.load_data(s.spec())
+    data = runner.load_data(s.spec())
     fork = multiprocessing.get_context("fork")
     start = fork.Barrier(2)
     workers = [fork.Process(target=_journal_worker, args=(s, data, i + 1, start)) for i in range(2)]
@@ -530,8 +536,8 @@ def test_two_processes_sharing_a_journal_study_keep_the_budget_exact(tmp_path):
     for w in workers:
         w.join(timeout=300)
     assert [w.exitcode for w in workers] == [0, 0]
-    opened = optuna.load_study(study_name=s.name, storage=studies.storage_of(s.storage))
-    have = studies.counts(opened)
+    opened = optuna.load_study(study_name=s.name, storage=stored.storage_of(s.storage))
+    have = stored.counts(opened)
     assert (have["counted"], have["running"], len(opened.get_trials())) == (6, 0, 6)  # none over, none re-run
     assert {t.user_attrs["worker"] for t in opened.get_trials()} == {1, 2}  # both workers ran trials
     assert len({t.user_attrs["pid"] for t in opened.get_trials()} - {os.getpid()}) == 2
@@ -541,13 +547,13 @@ def test_two_processes_sharing_a_journal_study_keep_the_budget_exact(tmp_path):
 def test_a_journal_lock_left_by_a_killed_holder_is_taken_over_and_a_live_ones_is_not(tmp_path, monkeypatch):
     """Optuna's lock is a symbolic link: a holder killed while holding it leaves it. A waiter removes it once the
     lock's file went unmodified for the grace period; a live holder touches that file meanwhile and keeps it."""
-    monkeypatch.setattr(studies, "LOCK_GRACE_S", 1)
-    monkeypatch.setattr(studies, "LOCK_TOUCH_S", 0.1)
+    monkeypatch.setattr(stored, "LOCK_GRACE_S", 1)
+    monkeypatch.setattr(stored, "LOCK_TOUCH_S", 0.1)
     target = tmp_path / "study.budget"
     target.touch()
     os.symlink(target, f"{target}.lock")  # as a killed holder leaves it
     began = time.monotonic()
-    with studies.journal_lock(target):
+    with stored.journal_lock(target):
         waited = time.monotonic() - began
         assert os.path.islink(f"{target}.lock")
     assert 1 <= waited < 10 and not os.path.lexists(f"{target}.lock")
@@ -555,7 +561,7 @@ def test_a_journal_lock_left_by_a_killed_holder_is_taken_over_and_a_live_ones_is
     held, released = threading.Event(), []
 
     def hold() -> None:
-        with studies.journal_lock(target):
+        with stored.journal_lock(target):
             held.set()
             time.sleep(2.0)  # twice the grace period, alive
             released.append(time.monotonic())
@@ -563,7 +569,7 @@ def test_a_journal_lock_left_by_a_killed_holder_is_taken_over_and_a_live_ones_is
     holder = threading.Thread(target=hold)
     holder.start()
     held.wait(10)
-    with studies.journal_lock(target):
+    with stored.journal_lock(target):
         got = time.monotonic()
     holder.join()
     assert released and got >= released[0]  # it waited for the holder: no take-over of a live lock

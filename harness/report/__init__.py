@@ -1,5 +1,7 @@
-"""Reporting from result files: accuracy and timing tables (``tables``), significance over seeds and
-queries (``stats``) and sweep figures (``plot``).
+"""Reporting from result files: the model of a results folder (``model``), the accuracy and timing tables
+(``accuracy``, ``timing``, written by ``formats`` and ``files``), seeds and significance (``stats``), the claims
+ledger (``claims``), sweep figures (``plot``) and the results site (``site``).
 
-May import: ``errors``, ``ops``, ``store``, ``config``. Reads result files; never trains.
+May import: the layers below it (``run``, ``method``, ``data``, ``config``, ``store``, ``ops``, ``errors``). Reads
+result files; never trains.
 """

@@ -7,8 +7,10 @@ evidence. A piece of evidence names a results folder and one statistic measured 
 * ``ratio: {of: RUN, to: RUN, phase: test|step, protocol: 5folds}``: the ratio of the two runs' mean time
   (whole test retrieval per fold, or median training step), as the timing table computes it;
 * ``difference: {of: RUN, to: RUN, metric: a2b/R@1, expect: higher|lower}``: the mean over common seeds of
-  RUN − RUN on a test metric, with a paired t-test over seeds (a paired bootstrap over test queries when the
-  runs share a single seed);
+  RUN − RUN on a test metric (the difference of the two means where the test is Welch's), tested by the test the
+  significance policy chooses for the runs' seeds (:func:`harness.report.stats.choose_test`: a paired t-test over
+  two or more common seeds, Welch's t-test when they share fewer but each has two or more, a paired bootstrap over
+  test queries when they share a single seed);
 * ``value: {run: RUN, metric: a2b/R@1}``: the mean over seeds of RUN's test metric against the paper's own number
   (where the protocol is the paper's): reproduced when the paper's number lies inside the 95% interval over
   seeds, or within the ledger's ``value_tolerance`` points of the mean; not reproduced otherwise;
@@ -33,8 +35,8 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import math
-import statistics
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -45,14 +47,14 @@ from tabulate import tabulate
 from harness.errors import ConfigError
 from harness.report import freshness as fr
 from harness.report import leaderboard as board
-from harness.report import model, stats, tables
+from harness.report import model, stats
 from harness.store.schema import load_results
 
 REPRODUCED, DIRECTION, NOT_REPRODUCED, NOT_MEASURED = "reproduced", "direction only", "not reproduced", \
     "not measured here"
 VERDICTS = (REPRODUCED, DIRECTION, NOT_REPRODUCED, NOT_MEASURED)
 DEFAULT_LEDGER = Path("claims") / "swamp-aistats2023.yaml"
-RULES = {"alpha": 0.05, "ratio_tolerance": 2.0, "value_tolerance": 1.0}
+RULES = {"alpha": stats.ALPHA, "ratio_tolerance": 2.0, "value_tolerance": 1.0}  # a ledger's rules: may set their own
 _EVIDENCE_KINDS = ("ratio", "difference", "value", "not_measured")
 
 
@@ -69,6 +71,7 @@ class Tuned:
     why: str
     evidence: str  # the set's folder
     freshness: fr.Freshness | None = None
+    value: float | None = None  # the difference ``ours`` writes
 
     @property
     def state(self) -> str:
@@ -99,6 +102,8 @@ class Line:
     flags: str = ""  # runs of the evidence that collapsed or whose settings were warned: 'contrastive collapsed 5/5'
     flagged_ok: str = ""  # why the ledger lets a verdict rest on flagged runs (its `flagged_ok:`)
     tuned: Tuned | None = None  # the same difference under an equal tuning budget (its `tuned:`)
+    value: float | None = None  # the number ``ours`` writes (a ratio, a difference, a mean)
+    paper_value: float | None = None  # the number ``paper`` writes, where the ledger gives one
 
     @property
     def state(self) -> str:
@@ -173,21 +178,39 @@ def load(path: Path) -> dict[str, Any]:
     return data
 
 
-def judge(path: Path, root: Path | None = None, checkout: fr.Checkout | None = None) -> list[Line]:
+Loader = Callable[[Path], list[dict[str, Any]]]  # a results folder -> the result dicts under it
+
+
+def load_evidence(folder: Path) -> list[dict[str, Any]]:
+    """The result files a piece of evidence naming ``folder`` reads: every one under it (a reference-table set holds
+    its runs a level deeper, ``<set>/<task>/<run>``); none when it is not a folder."""
+    return load_results(folder) if folder.is_dir() else []
+
+
+def judge(path: Path, root: Path | None = None, checkout: fr.Checkout | None = None,
+          loader: Loader = load_evidence) -> list[Line]:
     """Every piece of evidence of the ledger at ``path``, measured from the result files under ``root``
     (default: the folder holding the ledger's ``claims/`` folder), judged, and its runs' freshness taken
-    against ``checkout`` (default: the checkout of the running harness)."""
+    against ``checkout`` (default: the checkout of the running harness). ``loader`` gives the results of each
+    evidence folder (default: :func:`load_evidence`; a reader that has loaded them already passes its own), once
+    per folder."""
     ledger = load(path)
     root = path.resolve().parent.parent if root is None else root
     checkout = checkout or fr.Checkout()
     rules = {**RULES, **(ledger.get("rules") or {})}
     cache: dict[Path, list[dict[str, Any]]] = {}
+
+    def results_of(folder: Path) -> list[dict[str, Any]]:
+        if folder not in cache:
+            cache[folder] = loader(root / folder)
+        return cache[folder]
+
     lines = []
     for claim in ledger["claims"]:
         for item in claim["evidence"]:
-            line = _judge_one(claim, item, root, rules, cache)
+            line = _judge_one(claim, item, rules, results_of)
             if line.evidence:
-                used = [r for r in cache.get(Path(line.evidence), []) if r["run_name"] in run_names(item)]
+                used = evidence_runs(results_of(Path(line.evidence)), item)
                 line = dataclasses.replace(line, freshness=fr.combine(fr.judge(r, checkout) for r in used),
                                            accepted=str(item.get("stale_ok") or "").strip(), flags=flags(item, used),
                                            flagged_ok=str(item.get("flagged_ok") or "").strip())
@@ -203,6 +226,12 @@ def run_names(item: dict[str, Any]) -> set[str]:
         return {str(item["value"].get("run"))}
     spec = item.get("ratio") or item.get("difference") or {}
     return {str(spec.get("of")), str(spec.get("to"))}
+
+
+def evidence_runs(results: list[dict[str, Any]], item: dict[str, Any]) -> list[dict[str, Any]]:
+    """The result dicts (of the evidence's folder) that a piece of evidence rests on: every seed of its runs."""
+    names = run_names(item)
+    return [r for r in results if r["run_name"] in names]
 
 
 def flags(item: dict[str, Any], runs: list[dict[str, Any]]) -> str:
@@ -285,19 +314,18 @@ def summary(lines: list[Line]) -> str:
 
 # --- one piece of evidence -----------------------------------------------------------------------------------
 
-def _judge_one(claim: dict[str, Any], item: dict[str, Any], root: Path, rules: dict[str, Any],
-               cache: dict[Path, list[dict[str, Any]]]) -> Line:
-    base = dict(claim_id=str(claim["id"]), claim=str(claim["claim"]), recorded=item["verdict"])
+def _judge_one(claim: dict[str, Any], item: dict[str, Any], rules: dict[str, Any],
+               results_of: Callable[[Path], list[dict[str, Any]]]) -> Line:
+    paper = claim.get("paper")
+    base = dict(claim_id=str(claim["id"]), claim=str(claim["claim"]), recorded=item["verdict"],
+                paper_value=float(paper) if isinstance(paper, (int, float)) and not isinstance(paper, bool) else None)
     if "not_measured" in item:
         kinds = {k for other in claim["evidence"] for k in ("ratio", "difference") if k in other}
         unit = "×" if kinds == {"ratio"} else "pp" if kinds == {"difference"} else ""
         return Line(**base, paper=_paper(claim, unit), ours="–", interval="", verdict=NOT_MEASURED,
                     why=str(item["not_measured"]), hardware="", evidence="")
     folder = Path(item["results"])
-    if folder not in cache:
-        where = root / folder
-        cache[folder] = load_results(where) if where.is_dir() else []
-    results = cache[folder]
+    results = results_of(folder)
     try:
         if "ratio" in item:
             return _ratio(base, claim, item["ratio"], results, folder, rules)
@@ -314,10 +342,16 @@ class _Missing(Exception):
 
 
 def _runs(results: list[dict[str, Any]], name: str, folder: Path) -> list[dict[str, Any]]:
+    """The result files of run ``name`` under ``folder``: all made on one machine and owned by one folder (a verdict
+    never averages machines, nor runs of one name in two folders); ConfigError otherwise."""
     runs = [r for r in results if r["run_name"] == name]
     if not runs:
         raise _Missing(f"{folder} has no result files of run {name!r}")
-    model.one_machine(runs, f"{folder}: the result files of {name}")  # a verdict never averages machines
+    model.one_machine(runs, f"{folder}: the result files of {name}")
+    owners = sorted({str(model.owner(r)) for r in runs})
+    if len(owners) > 1:
+        raise ConfigError(f"{folder}: run {name!r} lies in {len(owners)} folders ({'; '.join(owners)}); name one of "
+                          "them under results:")
     return runs
 
 
@@ -363,7 +397,7 @@ def _ratio(base: dict[str, Any], claim: dict[str, Any], spec: dict[str, Any], re
         why += (f"; {ratio.contended} of the {ratio.runs} runs timed their {model.PHASES[phase]} phase while other "
                 "work kept the machine busy: the ratio may be off")
     return Line(**base, paper=_paper(claim, "×"), ours=("≈" if estimated else "") + f"{ours:.1f}×{mark}",
-                interval=interval, verdict=verdict, why=why, hardware=_hardware(of), evidence=str(folder))
+                interval=interval, verdict=verdict, why=why, hardware=_hardware(of), evidence=str(folder), value=ours)
 
 
 def _difference(base: dict[str, Any], claim: dict[str, Any], spec: dict[str, Any], results: list[dict[str, Any]],
@@ -374,27 +408,20 @@ def _difference(base: dict[str, Any], claim: dict[str, Any], spec: dict[str, Any
     metric, alpha = spec["metric"], float(rules["alpha"])
     of, to = _runs(results, spec["of"], folder), _runs(results, spec["to"], folder)
     model.one_machine(of + to, f"{folder}: the result files of {spec['of']} and {spec['to']}")
-    mine, theirs = stats.seed_values(of, metric), stats.seed_values(to, metric)
-    common = sorted(set(mine) & set(theirs))
-    if not common:
+    tested = stats.significance(of, to, metric)  # the policy's test
+    if tested.seeds.diff is None:
         raise _Missing(f"{folder}: {spec['of']} and {spec['to']} share no seed with {metric}")
-    diffs = [mine[s] - theirs[s] for s in common]
-    diff = statistics.mean(diffs)
-    if len(common) >= 2:
-        test = stats.paired_seed_test(mine, theirs)
-        ci = stats.summarize(diffs).ci
-        p, how = test.p, f"paired t over {len(common)} seeds"
-    else:
-        cmp = stats.compare_runs([r for r in of if r["seed"] == common[0]], [r for r in to if r["seed"] == common[0]],
-                                 metric, n_resamples=tables.N_RESAMPLES)
-        boot = cmp.bootstrap.get(common[0])
-        p, ci = (boot.p, boot.ci) if boot else (None, None)
-        how = "paired bootstrap over test queries, 1 seed" if boot else "1 seed, no per-query ranks"
-    interval = f"[{ci[0]:+.2f}, {ci[1]:+.2f}]" if ci and all(math.isfinite(c) for c in ci) else ""
-    verdict, why = difference_verdict(diff, p, expect, alpha, f"{metric} of {spec['of']} against {spec['to']}", how)
+    diff = tested.diff if tested.diff is not None else tested.seeds.diff  # the chosen test's difference
+    verdict, why = difference_verdict(diff, tested.p, expect, alpha, f"{metric} of {spec['of']} against {spec['to']}",
+                                      tested.how)
     paper = _paper(claim, "pp") if isinstance(claim.get("paper"), (int, float)) else _paper(claim)
-    return Line(**base, paper=paper, ours=f"{diff:+.2f}", interval=interval, verdict=verdict, why=why,
-                hardware=_hardware(of), evidence=str(folder))
+    return Line(**base, paper=paper, ours=f"{diff:+.2f}", interval=_interval(tested.ci), verdict=verdict, why=why,
+                hardware=_hardware(of), evidence=str(folder), value=diff)
+
+
+def _interval(ci: tuple[float, float] | None) -> str:
+    """A difference's interval as the ledger writes it ('[+0.12, +1.34]'); '' without a finite one."""
+    return f"[{ci[0]:+.2f}, {ci[1]:+.2f}]" if ci and all(math.isfinite(c) for c in ci) else ""
 
 
 def difference_verdict(diff: float, p: float | None, expect: str, alpha: float, what: str,
@@ -439,24 +466,20 @@ def _tuned(item: dict[str, Any], root: Path, rules: dict[str, Any], checkout: fr
     common = sorted(set(mine.values) & set(theirs.values))
     if len(common) < 2:
         return missing(f"{folder}: SwAMP and {board.ROLES[rival]} share {len(common)} seed(s); the rule needs 2")
-    diffs = [mine.values[k] - theirs.values[k] for k in common]
-    test = stats.paired_seed_test(mine.values, theirs.values)
-    ci = stats.summarize(diffs).ci
+    tested = stats.seed_significance(mine.values, theirs.values)  # the policy's test: paired t over the seeds
     what = (f"{metric} of SwAMP ({mine.method}@tuned) against {board.ROLES[rival]} ({theirs.method}@tuned), the "
             "strongest contrastive loss on validation (" + ", ".join(f"{board.ROLES[r]} {v:.2f}" for r, v in
                                                                        chose.items()) + ")")
-    verdict, why = difference_verdict(statistics.mean(diffs), test.p, expect, alpha, what,
-                                      f"paired t over {len(common)} seeds")
+    diff = tested.diff if tested.diff is not None else math.nan
+    verdict, why = difference_verdict(diff, tested.p, expect, alpha, what, tested.how)
     minutes = {r: c.trial_minutes for r, c in b.cells.items()
                if r in (board.SWAMP, *board.CONTRASTIVE) and c.trial_minutes is not None}
     budget = f"{trials} trials per method" + (f", {min(minutes.values()):.1f}–{max(minutes.values()):.1f} trial-min"
                                               if minutes else "")
     why += "; trial-min: " + ", ".join(f"{board.ROLES[r]} {m:.1f}" for r, m in minutes.items())
     used = mine.results + theirs.results
-    return Tuned(verdict=verdict, ours=f"{statistics.mean(diffs):+.2f}",
-                 interval=f"[{ci[0]:+.2f}, {ci[1]:+.2f}]" if ci and all(math.isfinite(c) for c in ci) else "",
-                 rival=board.ROLES[rival], budget=budget, why=why,
-                 freshness=fr.combine(fr.judge(r, checkout) for r in used), **base)
+    return Tuned(verdict=verdict, ours=f"{diff:+.2f}", interval=_interval(tested.ci), rival=board.ROLES[rival],
+                 budget=budget, why=why, freshness=fr.combine(fr.judge(r, checkout) for r in used), value=diff, **base)
 
 
 def _value(base: dict[str, Any], claim: dict[str, Any], spec: dict[str, Any], results: list[dict[str, Any]],
@@ -484,7 +507,7 @@ def _value(base: dict[str, Any], claim: dict[str, Any], spec: dict[str, Any], re
                f"interval and beyond {tolerance:g} points")
     interval = f"[{ci[0]:.2f}, {ci[1]:.2f}]" if ci else ""
     return Line(**base, paper=f"{paper:.2f}", ours=f"{summary.mean:.2f}", interval=interval, verdict=verdict, why=why,
-                hardware=_hardware(runs), evidence=str(folder))
+                hardware=_hardware(runs), evidence=str(folder), value=summary.mean)
 
 
 def cmd(args: argparse.Namespace) -> int:

@@ -1,14 +1,20 @@
 """Accuracy regressions: ``python -m harness compare OLD NEW`` for two result folders of the same task(s).
 
 For every run (task, run folder) present on both sides and every test metric both report: the two
-means over seeds, their difference, and a significance test of it (:mod:`harness.report.stats`):
+means over seeds, their difference, and a significance test of it, the one the significance policy chooses
+(:func:`harness.report.stats.choose_test`, which the tables and the claims ledger follow too):
 
 * the same seeds on both sides (at least two): a paired t-test over those seeds;
 * otherwise, at least two seeds on each side: Welch's t-test (unpaired, unequal variances);
 * one seed on each side: a paired bootstrap over test queries from the saved per-query ranks (recalls
   and mAP), as the accuracy table's query column does; no test for other metrics.
 
-A difference is *flagged* when its p-value is below ``--alpha`` and its size at least ``--min-diff``
+A side's folder may hold the same run (task and run folder) in one owning folder only
+(:func:`harness.report.model.owner`): the same run found in two folders of one side is refused, as runs of two
+machines are, since its mean would average them.
+
+A difference is *flagged* when its p-value is below ``--alpha`` (default :data:`harness.report.stats.ALPHA`) and
+its size at least ``--min-diff``
 (in the metric's units: percentage points for recalls and mAP, ranks for MedR). Runs whose resolved
 settings differ between the sides are refused with the settings named: they answer another question.
 With ``--fail-on-change`` a flagged difference makes the exit status 1, so the command can gate a change
@@ -22,7 +28,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from scipy import stats as sps
 from tabulate import tabulate
 
 from harness.config.plan import NEUTRAL, flatten, setting_name
@@ -40,7 +45,7 @@ class Change:
     metric: str
     old: stats.Summary
     new: stats.Summary
-    test: str | None  # "paired t", "Welch t", "bootstrap" or None (not testable)
+    test: str | None  # the policy's test (stats.PAIRED_T, WELCH, BOOTSTRAP) or None (not testable)
     p: float | None
     flagged: bool
 
@@ -50,13 +55,17 @@ class Change:
 
 
 def _groups(results: Sequence[dict[str, Any]], side: str) -> dict[tuple[str, str], list[dict[str, Any]]]:
-    """A side's result files by (task, run); a run whose seeds were made on several machines is refused (its
-    mean would average them)."""
+    """A side's result files by (task, run); a run whose seeds were made on several machines, or lie in several
+    folders, is refused (its mean would average them)."""
     groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for r in results:
         groups.setdefault((r["task"], r["run_name"]), []).append(r)
     for (task, run), runs in groups.items():
         model.one_machine(runs, f"{side}: the result files of {task}/{run}")
+        folders = sorted({str(model.owner(r)) for r in runs})
+        if len(folders) > 1:
+            raise ConfigError(f"{side}: {task}/{run} lies in {len(folders)} folders ({'; '.join(folders)}): give the "
+                              "folder of one of them")
     return groups
 
 
@@ -68,28 +77,16 @@ def setting_differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
 
 
 def test_change(old: Sequence[dict[str, Any]], new: Sequence[dict[str, Any]], metric: str,
-                n_resamples: int = 10_000) -> tuple[str | None, float | None]:
-    """(name of the test, p) for ``metric`` between the two sides' runs (see the module docstring)."""
-    old_values, new_values = stats.seed_values(old, metric), stats.seed_values(new, metric)
-    common = set(old_values) & set(new_values)
-    if len(common) >= 2:
-        return "paired t", stats.paired_seed_test(new_values, old_values).p
-    if len(old_values) >= 2 and len(new_values) >= 2:
-        a, b = list(new_values.values()), list(old_values.values())
-        if max(a) == min(a) and max(b) == min(b):
-            return "Welch t", 1.0 if a[0] == b[0] else 0.0
-        return "Welch t", float(sps.ttest_ind(a, b, equal_var=False).pvalue)
-    if len(common) == 1 and stats.query_testable(metric):
-        seed = next(iter(common))
-        comparison = stats.compare_runs([r for r in new if r["seed"] == seed], [r for r in old if r["seed"] == seed],
-                                        metric, n_resamples=n_resamples)
-        if comparison.p_bootstrap is not None:
-            return "bootstrap", comparison.p_bootstrap
-    return None, None
+                n_resamples: int = stats.N_RESAMPLES) -> tuple[str | None, float | None]:
+    """(name of the test, p) for ``metric`` between the two sides' runs: the significance policy's test
+    (:func:`harness.report.stats.significance`); (None, None) where none applies or the bootstrap lacks ranks."""
+    tested = stats.significance(new, old, metric, n_resamples=n_resamples)
+    return (tested.test, tested.p) if tested.p is not None else (None, None)
 
 
 def compare(old: Sequence[dict[str, Any]], new: Sequence[dict[str, Any]], metrics: Sequence[str] = (),
-            alpha: float = 0.05, min_diff: float = 0.5, n_resamples: int = 10_000) -> tuple[list[Change], list[str]]:
+            alpha: float = stats.ALPHA, min_diff: float = 0.5,
+            n_resamples: int = stats.N_RESAMPLES) -> tuple[list[Change], list[str]]:
     """The changes of every run both sides hold, and notes on runs only one side holds."""
     old_groups, new_groups = _groups(old, "OLD"), _groups(new, "NEW")
     notes = [f"only in OLD: {t}/{r}" for t, r in sorted(old_groups.keys() - new_groups.keys())] + \
@@ -134,8 +131,9 @@ def render(changes: Sequence[Change], fmt: str = "simple", only_flagged: bool = 
 
 def cmd(args: argparse.Namespace) -> int:
     """``python -m harness compare OLD NEW``: print the table; exit 1 on a flagged change with --fail-on-change."""
-    if not 0 < args.alpha < 1:
-        raise ConfigError(f"--alpha {args.alpha}: a significance level in (0, 1), e.g. 0.05")
+    alpha = stats.ALPHA if args.alpha is None else args.alpha
+    if not 0 < alpha < 1:
+        raise ConfigError(f"--alpha {alpha}: a significance level in (0, 1), e.g. {stats.ALPHA}")
     if not (args.min_diff >= 0 and math.isfinite(args.min_diff)):
         raise ConfigError(f"--min-diff {args.min_diff}: a non-negative difference in the metric's units")
     sides = []
@@ -146,12 +144,12 @@ def cmd(args: argparse.Namespace) -> int:
             raise ConfigError(f"{name} {folder}: no result files (<task>/<run>/seed<k>.json) under it")
         sides.append(results)
     old, new = sides
-    changes, notes = compare(old, new, metrics=args.metric, alpha=args.alpha, min_diff=args.min_diff)
+    changes, notes = compare(old, new, metrics=args.metric, alpha=alpha, min_diff=args.min_diff)
     print(render(changes, args.format, only_flagged=args.only_flagged))
     for note in notes:
         print(note)
     flagged = [c for c in changes if c.flagged]
-    print(f"\ncompare: {len(flagged)} of {len(changes)} metric(s) changed (p < {args.alpha} and |Δ| >= "
+    print(f"\ncompare: {len(flagged)} of {len(changes)} metric(s) changed (p < {alpha} and |Δ| >= "
           f"{args.min_diff})" + "".join(f"\n  {c.task}/{c.run} {c.metric}: {c.old.mean:.2f} -> {c.new.mean:.2f} "
                                        f"({c.test}, p {stats.p_text(c.p or 0.0, relation=True)})" for c in flagged))
     return 1 if flagged and args.fail_on_change else 0

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import re
 import shutil
-import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from harness.errors import ConfigError
-from harness.report import model, plot, tables, tuning
+from harness.report import model, plot, stats, timing, tuning
 from harness.report.sets import Figure, ResultSet, data_settings, relative
 from harness.report.views import sort_key
 
@@ -35,9 +34,8 @@ def _by_epoch(runs: list[dict[str, Any]], key: str) -> tuple[list[int], list[flo
     if not per_seed:
         return [], [], []
     epochs = sorted(set.intersection(*(set(s) for s in per_seed)))
-    means = [statistics.mean(s[e] for s in per_seed) for e in epochs]
-    stds = [statistics.stdev(s[e] for s in per_seed) if len(per_seed) > 1 else 0.0 for e in epochs]
-    return epochs, means, stds
+    summaries = [stats.summarize([s[e] for s in per_seed]) for e in epochs]
+    return epochs, [x.mean for x in summaries], [x.std or 0.0 for x in summaries]
 
 
 MAX_LINES = 6  # lines per panel of the learning curves: more runs get more rows of panels
@@ -140,12 +138,12 @@ def timing_figure(rs: ResultSet) -> Any | None:
 
     names, steps, tests, estimated = [], [], [], []
     for name, runs in rs.runs.items():
-        step = tables.timing_values(runs, "train_step", scale=1e3)
-        test, est = tables.test_seconds(runs, "total", "")
+        step = timing.timing_values(runs, "train_step", scale=1e3)
+        test, est = timing.test_seconds(runs, "total", "")
         if step or test:
             names.append(name)
-            steps.append(statistics.mean(step) if step else 0.0)
-            tests.append(statistics.mean(test) if test else 0.0)
+            steps.append(stats.summarize(step).mean if step else 0.0)
+            tests.append(stats.summarize(test).mean if test else 0.0)
             estimated.append(est)
     if not names:
         return None
@@ -185,10 +183,10 @@ def ratios(rs: ResultSet) -> tuple[str, str, list[Ratio]]:
     groups = rs.runs
     published = (rs.results[0].get("reference") or {}).get("timing") or {}
     methods = published.get("methods") or {}
-    base = tables.baseline_run(groups, published.get("relative_to"), rs.reference)
+    base = timing.baseline_run(groups, published.get("relative_to"), rs.reference)
     out = []
     for name, runs in groups.items():
-        same = groups[tables.baseline_run(groups, groups[base][0]["method"], precision=tables.precision_of(runs[0]))]
+        same = groups[timing.baseline_run(groups, groups[base][0]["method"], precision=model.precision(runs[0]))]
         ours, paper = {}, {}
         for part, phase, key in (("train step", "step", "train_step_s"), ("test", "test", "test_s")):
             ours[part] = model.timing_ratio(runs, same, phase).value
@@ -260,11 +258,9 @@ def sweep_figures(rs: ResultSet) -> list[tuple[str, Any]]:
 
 
 def _plot_caption(png: Path) -> str:
-    md = png.with_suffix(".md")
-    if md.is_file():
-        lines = md.read_text().splitlines()
-        return lines[1] if len(lines) > 1 else png.stem
-    return png.stem
+    """The caption ``harness plot`` recorded for a figure it drew (:func:`harness.report.plot.recorded_caption`); the
+    file's name without a record."""
+    return plot.recorded_caption(png) or png.stem
 
 
 def draw_figures(rs: ResultSet, out: Path, ext: str, render: bool = True, home: Path | None = None) -> list[Figure]:

@@ -7,8 +7,9 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import ConfigError
+from harness.report import files, formats, model
 from harness.report import freshness as fr
-from harness.report import model, tables
+from harness.report.accuracy import validation_view
 from harness.store.schema import load_results
 
 
@@ -18,21 +19,21 @@ def cmd(args: argparse.Namespace) -> int:
     results = load_results(folder) if folder.is_dir() else []
     if not results:
         raise ConfigError(f"no result files (<method>/seed<k>.json) under {folder}")
-    given = tables.TableOptions(args.reference, args.test_stat, args.split or "test")
+    given = files.TableOptions(args.reference, args.test_stat, args.split or "test")
     writes, mixed = [], []
-    for where, subset in tables.table_folders(results).items():
-        recorded = tables.recorded_options(where)
+    for where, subset in files.table_folders(results).items():
+        recorded = files.recorded_options(where)
         options = given if recorded is None or any((args.reference, args.test_stat, args.split)) else recorded
         if options.split == "val" and options.reference:
             raise ConfigError("--split val shows validation metrics only; significance tests use the test split's "
                               "per-query ranks, so drop --reference")
         machines = model.by_machine(subset)
         for name, runs in machines.items():
-            shown = tables.validation_view(runs) if options.split == "val" else runs
-            rendered = tables.render(shown, args.format, reference=options.reference, test_stat=options.test_stat)
+            shown = validation_view(runs) if options.split == "val" else runs
+            rendered = formats.render(shown, args.format, reference=options.reference, test_stat=options.test_stat)
             print(f"{where} (task {runs[0]['task']}{f'; {name}' if len(machines) > 1 else ''})\n\n"
                   f"Accuracy ({options.split})\n{rendered['accuracy']}\n\n"
-                  f"Timing ({tables.hardware_line(runs)})\n{rendered['timing']}\n\n{code_line(runs)}\n")
+                  f"Timing ({model.machine_line(runs)})\n{rendered['timing']}\n\n{code_line(runs)}\n")
         if len(machines) > 1:
             mixed.append(f"{where} ({len(machines)} machines: {'; '.join(machines)})")
         writes.append((where, subset, options))
@@ -43,7 +44,7 @@ def cmd(args: argparse.Namespace) -> int:
                           "average unlike times; move each machine's runs into a folder of its own (e.g. "
                           "results/gpu/<task>) and write each folder's tables")
     for where, subset, options in writes:
-        paths = tables.write_tables(subset, where, reference=options.reference, test_stat=options.test_stat,
+        paths = files.write_tables(subset, where, reference=options.reference, test_stat=options.test_stat,
                                     split=options.split)
         print(f"wrote {', '.join(str(p) for p in paths)}")
     return 0
@@ -53,8 +54,8 @@ def show(folder: Path, results: list[dict[str, Any]], reference: str | None, tes
     """Print and write the tables of every result file in ``folder`` (this command's ``results`` and those
     already there), with the command's --reference/--test-stat or else the ones the folder's tables record;
     runs timed on another machine keep the folder's tables from being written (they are printed apart)."""
-    everything = [r for r in load_results(folder) if model.owner(r) == folder] or results
-    recorded = tables.recorded_for(folder, everything)
+    everything = model.owned(load_results(folder), folder) or results
+    recorded = files.recorded_for(folder, everything)
     if reference is None and test_stat is None and recorded is not None and recorded.split == "test":
         reference, test_stat = recorded.reference, recorded.test_stat
     machines = model.by_machine(everything)
@@ -68,15 +69,15 @@ def show(folder: Path, results: list[dict[str, Any]], reference: str | None, tes
         print(f"\nresults: {folder}/<run>/seed<k>.json; tables not written: the folder holds runs timed on "
               f"{len(machines)} machines ({'; '.join(machines)}); give this command an --out of its own")
         return
-    paths = tables.write_tables(everything, folder, reference=reference, test_stat=test_stat)
+    paths = files.write_tables(everything, folder, reference=reference, test_stat=test_stat)
     print(f"\nresults: {folder}/<run>/seed<k>.json; tables: {', '.join(str(p) for p in paths)}")
 
 
 def print_tables(results: list[dict[str, Any]], reference: str | None = None, test_stat: str | None = None) -> None:
     """The accuracy and timing tables of ``results`` on the console."""
-    rendered = tables.render(results, "simple", reference=reference, test_stat=test_stat)
+    rendered = formats.render(results, "simple", reference=reference, test_stat=test_stat)
     print(f"\nAccuracy (test split, %; mean ± std over seeds)\n{rendered['accuracy']}")
-    print(f"\nTiming and peak memory ({tables.hardware_line(results)})\n{rendered['timing']}")
+    print(f"\nTiming and peak memory ({model.machine_line(results)})\n{rendered['timing']}")
     print(f"\n{code_line(results)}")
 
 

@@ -8,15 +8,17 @@ SHA-256 of its bytes and the git object name of that version. Against a checkout
 * **stale** when a recorded file's code differs (named, with the changed functions where the run's version
   is in the repository), a recorded file is gone, or a data file it read differs;
 * **dirty** when its files are the checkout's but the run executed code that no commit holds (a file differed
-  from the recorded commit and differs from HEAD's too, or a file was edited while the run ran);
+  from the recorded commit and differs from HEAD's too, or a file was edited while the run ran:
+  :func:`harness.store.executed.ran_uncommitted`);
 * **unverifiable** when the result has no record (it predates records).
 
-The cosmetic rule: a Python file whose AST, docstrings left out, equals that of the version that ran differs
-only in comments, docstrings, blank lines, line breaks or quoting, and keeps its results fresh (the check names
-it as a cosmetic change). Any other change stales, a renamed variable or a reordered statement included,
-whether or not it changes a number. The C source of the native kernel and other non-Python files have no
-cosmetic rule: every byte counts. Telling a cosmetic change needs the version that ran: its object must be in
-the repository (it is when the run's files were committed); where it is not, any change stales.
+The cosmetic rule (:func:`harness.store.executed.normalized_source`, applied here): a Python file whose AST,
+docstrings left out, equals that of the version that ran differs only in comments, docstrings, blank lines, line
+breaks or quoting, and keeps its results fresh (the check names it as a cosmetic change). Any other change stales,
+a renamed variable or a reordered statement included, whether or not it changes a number. The C source of the
+native kernel and other non-Python files have no cosmetic rule: every byte counts. Telling a cosmetic change needs
+the version that ran: its object must be in the repository (it is when the run's files were committed); where it is
+not, any change stales.
 """
 from __future__ import annotations
 
@@ -208,25 +210,11 @@ def judge(result: dict[str, Any], checkout: Checkout) -> Freshness:
             for rel, sha in sorted(data["files"].items()):
                 if checkout.data_file(root / rel) != sha:
                     data_changed.append(rel)
-    dirty = list(record.get("changed_during_run") or [])
-    for name in record.get("differs_from_commit") or []:
-        # the run's version is committed if HEAD holds it (a record made in a copy whose git metadata lagged)
-        if checkout.head_blobs.get(name) != blobs.get(name) and name not in dirty:
-            dirty.append(name)
+    # the run's version is committed if HEAD holds it (a record made in a copy whose git metadata lagged)
+    dirty = ex.ran_uncommitted(record, checkout.head_blobs)
     state = STALE if changed or data_changed else DIRTY if dirty else FRESH
-    return Freshness(state, tuple(changed), functions, tuple(cosmetic), tuple(data_changed), tuple(sorted(dirty)),
+    return Freshness(state, tuple(changed), functions, tuple(cosmetic), tuple(data_changed), tuple(dirty),
                      tuple(notes))
-
-
-def uncommitted(result: dict[str, Any]) -> bool | None:
-    """Whether a result's run executed code its commit does not hold: from its record of what ran where it has
-    one (per file: other uncommitted edits in the tree do not count), else from the tree-wide dirty flag of its
-    git state; None when neither says."""
-    record = result.get("executed")
-    if isinstance(record, dict) and record.get("clean") is not None:
-        return not record["clean"]
-    dirty = ((result.get("environment") or {}).get("git") or {}).get("dirty")
-    return None if dirty is None else bool(dirty)
 
 
 def combine(parts: Iterable[Freshness]) -> Freshness:

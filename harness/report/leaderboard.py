@@ -205,8 +205,9 @@ def equal_budget(board: Board, roles: tuple[str, ...] | None = None) -> int:
 
 
 def bold_rows(board: Board) -> set[str]:
-    """The rows not significantly worse than the set's best row: the best (by mean), and every row whose paired t-test
-    over the seeds both have does not put it below the best at :data:`stats.ALPHA`."""
+    """The rows not significantly worse than the set's best row: the best (by mean), and every row whose test over
+    seeds (the significance policy's, :func:`harness.report.stats.seed_significance`: the paired t-test over the
+    seeds both have) does not put it below the best at :data:`stats.ALPHA`."""
     if not board.cells:
         return set()
     means = {r: c.summary.mean for r, c in board.cells.items()}
@@ -215,9 +216,9 @@ def bold_rows(board: Board) -> set[str]:
     for role, cell in board.cells.items():
         if role == best:
             continue
-        test = stats.paired_seed_test(cell.values, board.cells[best].values)
+        test = stats.seed_significance(cell.values, board.cells[best].values)
         worse = test.diff is not None and board.better(0.0, test.diff)  # this row minus the best: on the worse side
-        if not (worse and test.p is not None and test.p < stats.ALPHA):
+        if not (worse and test.significant):
             out.add(role)
     return out
 

@@ -1,27 +1,23 @@
-"""The Markdown the project writes (notes beside result folders, the readings under ``docs/results/``) as HTML
-for the results site, without a Markdown library: headings, paragraphs, fenced and indented code, bullet and
-numbered lists, pipe tables, block quotes, and inline code, links, images, bold and italics. Everything else is
-text, escaped. Links to web addresses stay links; a relative link goes through ``link`` (its target as written,
-returning the href to use or None), and without an href it keeps its text and shows its target on hover.
+"""The Markdown the project writes (notes beside result folders, the readings under ``docs/results/``) as HTML for
+the results site, parsed by markdown-it-py (CommonMark with GitHub's pipe tables). The project's rules on top of it:
+raw HTML is shown as text (escaped) and HTML comments are dropped; headings go ``shift`` levels down and carry
+GitHub's anchors (:func:`slug`); links to web addresses stay links; a relative link goes through ``link`` (its target
+as written, returning the href to use or None), and without an href it keeps its text and shows its target on hover;
+an image becomes a link to it ('[figure: its text]'); tables scroll sideways on their own.
 """
 from __future__ import annotations
 
 import html
 import re
-from typing import Callable
+from collections.abc import Sequence
+from typing import Any, Callable
+
+from markdown_it import MarkdownIt
+from markdown_it.token import Token
 
 Link = Callable[[str], "str | None"]
 
-_FENCE = re.compile(r"^\s*(```|~~~)")
-_HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
-_ITEM = re.compile(r"^(\s*)([-*+]|\d+[.)])\s+(.*)$")
-_RULE = re.compile(r"^\s*([-*_])(\s*\1){2,}\s*$")
-_TABLE_RULE = re.compile(r"^\s*\|?\s*:?-{3,}:?\s*(\|\s*:?-{3,}:?\s*)*\|?\s*$")
-_INLINE = re.compile(r"(?P<code>`+)(?P<code_text>.+?)(?P=code)"
-                     r"|(?P<image>!)?\[(?P<text>[^\]]*)\]\((?P<target><[^>]*>|[^)\s]+)(?:\s+\"[^\"]*\")?\)"
-                     r"|\*\*(?P<bold>.+?)\*\*"
-                     r"|(?<![\w*])\*(?P<em>[^*\s](?:[^*]*[^*\s])?)\*(?![\w*])"
-                     r"|<(?P<auto>https?://[^>\s]+)>")
+_WEB = re.compile(r"^(https?|mailto):")
 
 
 def slug(text: str) -> str:
@@ -32,103 +28,82 @@ def slug(text: str) -> str:
     return re.sub(r"[^\w\- ]", "", text).replace(" ", "-")
 
 
-def inline(text: str, link: Link | None = None) -> str:
-    """One line's inline Markdown as escaped HTML."""
-    out, last = [], 0
-    for m in _INLINE.finditer(text):
-        out.append(html.escape(text[last:m.start()]))
-        last = m.end()
-        if m["code"]:
-            out.append(f"<code>{html.escape(m['code_text'].strip())}</code>")
-        elif m["target"] is not None:
-            target = m["target"][1:-1] if m["target"].startswith("<") else m["target"]
-            href = target if re.match(r"^(https?|mailto):", target) else (link(target) if link else None)
-            label = inline(m["text"], link) if not m["image"] else html.escape(m["text"] or target)
-            if m["image"]:
-                label = f"[figure: {label}]"
-            out.append(f'<a href="{html.escape(href)}">{label}</a>' if href is not None
-                       else f'<span class="link" title="{html.escape(target)}">{label}</span>')
-        elif m["bold"] is not None:
-            out.append(f"<strong>{inline(m['bold'], link)}</strong>")
-        elif m["em"] is not None:
-            out.append(f"<em>{inline(m['em'], link)}</em>")
+def _escaped_html(renderer: Any, tokens: Sequence[Token], idx: int, options: Any, env: Any) -> str:
+    """Raw HTML as text; an HTML comment not at all."""
+    content = tokens[idx].content
+    if content.lstrip().startswith("<!--"):
+        return ""
+    text = html.escape(content)
+    return f"<p>{text.strip()}</p>\n" if tokens[idx].type == "html_block" else text
+
+
+class _Parser(MarkdownIt):
+    def normalizeLink(self, url: str) -> str:  # markdown-it's name for it
+        """A link's target as written, so that ``link`` sees it so (the renderer escapes attributes)."""
+        return url
+
+
+def _parser() -> MarkdownIt:
+    md = _Parser("commonmark", {"html": True}).enable("table")
+    md.add_render_rule("html_block", _escaped_html)
+    md.add_render_rule("html_inline", _escaped_html)
+    md.add_render_rule("table_open", lambda *_: '<div class="scroll"><table class="note-table">\n')
+    md.add_render_rule("table_close", lambda *_: "</table></div>\n")
+    return md
+
+
+_MD = _parser()
+
+
+def _heading(tokens: list[Token], i: int, shift: int) -> None:
+    """A heading ``shift`` levels down (at most h6), with GitHub's anchor of its text."""
+    level = min(6, int(tokens[i].tag[1]) + shift)
+    tokens[i].tag = tokens[i + 2].tag = f"h{level}"
+    tokens[i].attrSet("id", slug(tokens[i + 1].content))
+
+
+def _links(children: list[Token], link: Link | None) -> list[Token]:
+    """The inline tokens with each relative link's href from ``link`` (a span with its target on hover where it
+    gives none) and each image as a link to it."""
+    out: list[Token] = []
+    opened: list[Token] = []
+    for token in children:
+        if token.type == "image":
+            target = str(token.attrGet("src") or "")
+            label = Token("text", "", 0, content=f"[figure: {token.content or target}]")
+            start = Token("link_open", "a", 1, attrs={"href": target})
+            out += [start, label, Token("link_close", "a", -1)]
+            _route(start, out[-1], target, link)
+        elif token.type == "link_open":
+            opened.append(token)
+            out.append(token)
+        elif token.type == "link_close" and opened:
+            start = opened.pop()
+            out.append(token)
+            _route(start, token, str(start.attrGet("href") or ""), link)
         else:
-            out.append(f'<a href="{html.escape(m["auto"])}">{html.escape(m["auto"])}</a>')
-    out.append(html.escape(text[last:]))
-    return "".join(out)
+            out.append(token)
+    return out
 
 
-def _cells(line: str) -> list[str]:
-    line = line.strip()
-    line = line[1:] if line.startswith("|") else line
-    line = line[:-1] if line.endswith("|") and not line.endswith("\\|") else line
-    return [c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", line)]
+def _route(start: Token, end: Token, target: str, link: Link | None) -> None:
+    """Point a link (``start`` … ``end``) at ``target``'s href: a web address as it is, a relative one through
+    ``link``; without an href, a span that shows the target on hover."""
+    href = target if _WEB.match(target) else (link(target) if link else None)
+    if href is not None:
+        start.attrs = {"href": href}
+        return
+    start.tag = end.tag = "span"
+    start.attrs = {"class": "link", "title": target}
 
 
 def render(text: str, link: Link | None = None, shift: int = 0) -> str:
     """A Markdown document as HTML; headings go ``shift`` levels down (at most h6) and carry GitHub's anchors."""
-    text = re.sub(r"<!--.*?-->", "", text, flags=re.S)
-    lines = text.splitlines()
-    out: list[str] = []
-    i = 0
-    while i < len(lines):
-        line = lines[i]
-        if not line.strip() or _RULE.match(line) and not _ITEM.match(line):
-            out.append("<hr>" if line.strip() else "")
-            i += 1
-        elif fence_match := _FENCE.match(line):
-            fence = fence_match.group(1)
-            body, i = [], i + 1
-            while i < len(lines) and not lines[i].strip().startswith(fence):
-                body.append(lines[i])
-                i += 1
-            out.append(f"<pre><code>{html.escape(chr(10).join(body))}</code></pre>")
-            i += 1
-        elif line.startswith(("    ", "\t")):
-            body = []
-            while i < len(lines) and (lines[i].startswith(("    ", "\t")) or not lines[i].strip()):
-                body.append(lines[i][4:] if lines[i].startswith("    ") else lines[i].lstrip("\t"))
-                i += 1
-            out.append(f"<pre><code>{html.escape(chr(10).join(body).rstrip())}</code></pre>")
-        elif heading := _HEADING.match(line):
-            hashes, title = heading.groups()
-            level = min(6, len(hashes) + shift)
-            out.append(f'<h{level} id="{html.escape(slug(title))}">{inline(title, link)}</h{level}>')
-            i += 1
-        elif line.lstrip().startswith("|") and i + 1 < len(lines) and _TABLE_RULE.match(lines[i + 1]):
-            head = "".join(f"<th>{inline(c, link)}</th>" for c in _cells(line))
-            body, i = [], i + 2
-            while i < len(lines) and lines[i].lstrip().startswith("|"):
-                body.append("<tr>" + "".join(f"<td>{inline(c, link)}</td>" for c in _cells(lines[i])) + "</tr>")
-                i += 1
-            out.append(f'<div class="scroll"><table class="note-table"><thead><tr>{head}</tr></thead>'
-                       f"<tbody>{''.join(body)}</tbody></table></div>")
-        elif item := _ITEM.match(line):
-            ordered = item.group(2)[0].isdigit()
-            items: list[list[str]] = []
-            while i < len(lines) and lines[i].strip():
-                m = _ITEM.match(lines[i])
-                if m:
-                    items.append([m.group(3)])
-                else:
-                    items[-1].append(lines[i].strip())
-                i += 1
-                if i < len(lines) and not lines[i].strip() and i + 1 < len(lines) and _ITEM.match(lines[i + 1]):
-                    i += 1  # a loose list: items apart by blank lines
-            tag = "ol" if ordered else "ul"
-            out.append(f"<{tag}>" + "".join(f"<li>{inline(' '.join(item), link)}</li>" for item in items)
-                       + f"</{tag}>")
-        elif line.lstrip().startswith(">"):
-            body = []
-            while i < len(lines) and lines[i].lstrip().startswith(">"):
-                body.append(lines[i].lstrip()[1:].strip())
-                i += 1
-            out.append(f"<blockquote><p>{inline(' '.join(body), link)}</p></blockquote>")
-        else:
-            body, i = [line.strip()], i + 1
-            while (i < len(lines) and lines[i].strip() and not _FENCE.match(lines[i]) and not _HEADING.match(lines[i])
-                   and not _ITEM.match(lines[i]) and not lines[i].lstrip().startswith(("|", ">"))):
-                body.append(lines[i].strip())
-                i += 1
-            out.append(f"<p>{inline(' '.join(body), link)}</p>")
-    return "\n".join(part for part in out if part) + "\n"
+    tokens = _MD.parse(text)
+    for i, token in enumerate(tokens):
+        if token.type == "heading_open":
+            _heading(tokens, i, shift)
+        elif token.type == "inline" and token.children:
+            token.children = _links(token.children, link)
+    out: str = _MD.renderer.render(tokens, _MD.options, {})
+    return out

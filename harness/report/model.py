@@ -7,26 +7,45 @@ ledger all show.
                                                               └─ runs: {run name: Run(seeds' result dicts)}
     timing_ratio(Run, Run, phase) -> TimingRatio(value, per seed, extrapolated, contended runs)
 
-Readers: ``tables`` (the accuracy and timing tables), ``site`` (pages), ``claims`` (the ledger), ``compare``.
+Each fact about a result that several readers need is defined here once: the folder that owns it (:func:`owner`),
+the machine it was made on (:func:`machine`, :func:`machine_line`), its numeric precision (:func:`precision`),
+whether its data was random (:func:`timing_only`).
+
+Readers: the tables (``accuracy``, ``timing``, ``files``), ``site`` (pages), ``claims`` (the ledger), ``compare``,
+``folders`` and ``reproduce``.
 """
 from __future__ import annotations
 
-import statistics
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
+from harness.config.spec import TrainSpec
 from harness.errors import ConfigError
+from harness.report import stats
+from harness.report.cells import Cell, number
 from harness.run import contention
 
 PHASES = {"step": "train", "test": "test"}  # a ratio's phase -> the profile phase contention is judged on
 
 
+def hardware(result: dict[str, Any]) -> dict[str, Any]:
+    """The machine a result file records (``environment.hardware``: cpu, cores, device, gpu, torch_threads); {} for
+    a file that records none."""
+    found: dict[str, Any] = (result.get("environment") or {}).get("hardware") or {}
+    return found
+
+
+def device(result: dict[str, Any], default: str = "?") -> str:
+    """The device a result ran on ('cuda', 'cpu'; ``default`` when the file does not say)."""
+    return str(hardware(result).get("device", default))
+
+
 def hardware_name(result: dict[str, Any]) -> str:
     """What a result was timed on: the GPU's name, or the CPU's model and core count ('unknown hardware' for a file
     that does not record it)."""
-    hw = (result.get("environment") or {}).get("hardware") or {}
+    hw = hardware(result)
     gpu = (hw.get("gpu") or {}).get("name")
     if gpu:
         return str(gpu)
@@ -35,8 +54,38 @@ def hardware_name(result: dict[str, Any]) -> str:
 
 def machine(result: dict[str, Any]) -> str:
     """The hardware a result was timed on, with its device: :func:`hardware_name` ('cuda' or 'cpu')."""
-    device = ((result.get("environment") or {}).get("hardware") or {}).get("device", "?")
-    return f"{hardware_name(result)} ({device})"
+    return f"{hardware_name(result)} ({device(result)})"
+
+
+def precision(result: dict[str, Any]) -> str:
+    """The numeric precision a result trained and tested in (``train.precision``; fp32 for files from before it)."""
+    value: str = (result.get("config") or {}).get("train", {}).get("precision", TrainSpec.precision)
+    return value
+
+
+def machine_line(results: list[dict[str, Any]]) -> str:
+    """One line naming the machine(s), thread count, software and numeric precision(s) the results came from;
+    runs that differ only in precision share one entry ('precision fp32, bf16')."""
+    seen: dict[tuple[str, str], list[str]] = {}  # (machine and software, processes) -> precisions
+    for r in results:
+        hw, v = hardware(r), r["environment"]["versions"]
+        gpu = hw.get("gpu") or {}
+        threads = f"{hw['torch_threads']} torch threads"
+        where = (f"{gpu['name']} (driver {gpu.get('driver', '?')}; host {hw['cpu']}, {threads})" if gpu.get("name")
+                 else f"{hw['cpu']} ({hw['cores']} cores, {threads})")
+        cuda = f", CUDA {v['cuda']}" if gpu.get("name") and v.get("cuda") else ""
+        world = (r.get("distributed") or {}).get("world_size", 1)
+        processes = f" × {world} processes ({r['distributed']['backend']})" if world > 1 else ""
+        precisions = seen.setdefault((f"{where}; torch {v['torch']}{cuda}; device {hw['device']}", processes), [])
+        if precision(r) not in precisions:
+            precisions.append(precision(r))
+    return " | ".join(f"{where}; precision {', '.join(p)}{processes}" for (where, processes), p in seen.items())
+
+
+def timing_only(results: Iterable[dict[str, Any]]) -> bool:
+    """Whether any of the results ran on random data in a real dataset's shapes (a source marked ``timing_only``):
+    their times mean something, their accuracy nothing."""
+    return any((r.get("dataset") or {}).get("timing_only") for r in results)
 
 
 def by_machine(results: Iterable[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
@@ -69,6 +118,12 @@ def owner(result: dict[str, Any]) -> Path:
     """The folder a result belongs to, whose tables and page it appears in: the one holding its run's folder
     (``<out>/<task>`` for ``harness run --out OUT``)."""
     return Path(result["_path"]).parent.parent
+
+
+def owned(results: Iterable[dict[str, Any]], folder: Path) -> list[dict[str, Any]]:
+    """The results that ``folder`` owns (:func:`owner`), whatever else was loaded beside them."""
+    where = Path(folder).resolve()
+    return [r for r in results if owner(r).resolve() == where]
 
 
 def folds(tag: str) -> int:
@@ -130,11 +185,9 @@ class TimingRatio:
         """' [contended j/n]' when j of the n runs on both sides timed the phase while the machine was busy."""
         return f" [contended {self.contended}/{self.runs}]" if self.contended else ""
 
-    def cell(self, digits: int = 2) -> str:
-        """'1.23×' ('≈1.23×' when extrapolated), '–' without a value."""
-        if self.value is None:
-            return "–"
-        return f"{'≈' if self.estimated else ''}{self.value:.{digits}f}×"
+    def cell(self, digits: int = 2) -> Cell:
+        """'1.23×' ('≈1.23×' when extrapolated), '–' without a value; keyed by the ratio."""
+        return number(self.value, f".{digits}f", "≈" if self.estimated else "", "×")
 
 
 def timing_ratio(of: list[dict[str, Any]], to: list[dict[str, Any]], phase: str, tag: str = "") -> TimingRatio:
@@ -146,7 +199,7 @@ def timing_ratio(of: list[dict[str, Any]], to: list[dict[str, Any]], phase: str,
     if not num or not den:
         return TimingRatio(None, contended=busy, runs=len(of) + len(to))
     common = sorted(set(num) & set(den))
-    return TimingRatio(statistics.mean(num.values()) / statistics.mean(den.values()),
+    return TimingRatio(stats.summarize(list(num.values())).mean / stats.summarize(list(den.values())).mean,
                        tuple(num[s] / den[s] for s in common), est_num or est_den, busy, len(of) + len(to))
 
 
@@ -162,7 +215,7 @@ class Runs:
 
     @property
     def timing_only(self) -> bool:
-        return any((r.get("dataset") or {}).get("timing_only") for r in self.results)
+        return timing_only(self.results)
 
     @property
     def select(self) -> str:

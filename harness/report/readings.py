@@ -76,7 +76,7 @@ def href(target: str, base: Path, slugs: dict[Path, str], pages: AbstractSet[Pat
 
 
 def links_from(base: Path, slugs: dict[Path, str], pages: AbstractSet[Path]) -> markdown.Link:
-    """The link rewriter of a note or reading in ``base`` (:func:`_href`)."""
+    """The link rewriter of a note or reading in ``base`` (:func:`href`)."""
     return lambda target: href(target, base, slugs, pages)
 
 

@@ -1,6 +1,7 @@
 """The result sets a site shows: one page per folder of runs of one task made on one machine
-(:func:`harness.report.model.sets`), with its page name, the options its committed tables were written with, and
-the data settings that set a run apart from its task file."""
+(:func:`harness.report.model.sets`), with its page name, the options its committed tables were written with (their
+record, ``tables.json``: :func:`harness.report.files.recorded_for`), and the data settings that set a run apart from
+its task file."""
 from __future__ import annotations
 
 import os
@@ -10,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import ConfigError
-from harness.report import model, plot, tables
+from harness.report import files, model, plot
 from harness.store.schema import load_results
 
 
@@ -89,9 +90,10 @@ def _slug(folder: Path, root: Path, task: str, n_sets: int) -> str:
 
 
 def committed_table_options(rs: ResultSet) -> tuple[str | None, str | None]:
-    """The reference run and tested statistic that the set's committed test tables were rendered with (their first
-    line names the command), while the reference still names a run; else none."""
-    recorded = tables.recorded_for(rs.folder, rs.results)
+    """The reference run and tested statistic that the set's committed test tables were rendered with, from the
+    record written beside them (``tables.json``: :func:`harness.report.files.recorded_for`), while the reference
+    still names a run; else none."""
+    recorded = files.recorded_for(rs.folder, rs.results)
     if recorded is None or recorded.split != "test":
         return None, None
     return recorded.reference, recorded.test_stat

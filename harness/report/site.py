@@ -4,9 +4,14 @@ A *result set* is one folder of runs of one task (``<folder>/<run>/seed<k>.json`
 ``results/msrvtt_vgg128``; runs in different folders may differ in settings or machines, so each
 set gets a page of its own and the index groups the sets by task. A page holds the accuracy and
 timing tables (the same cells as ``python -m harness table``, with the reference run and tested
-statistic named in the set's committed ``accuracy.md``), figures drawn from the result files
+statistic recorded beside the set's committed tables, in ``tables.json``), figures drawn from the result files
 (learning curves with a band over seeds, times on a log scale, sweeps), the provenance of every run
-and links to the result files, the tables and cluster reports.
+and links to the result files, the tables and cluster reports. The index leads with the claims ledger, judged once
+per build from the result files the pages loaded (:func:`harness.report.claims.judge`).
+
+The site renders what the model of the results (:mod:`harness.report.model`), the tables
+(:mod:`harness.report.accuracy`, :mod:`harness.report.timing`) and the ledger give it; each cell carries the number it
+sorts by (:mod:`harness.report.cells`).
 
 ``--format html`` (default) writes a self-contained site (HTML from the Jinja2 templates beside
 this module, one CSS file, a few lines of JavaScript for sorting and filtering; no network) with the
@@ -20,6 +25,7 @@ import dataclasses
 import functools
 import shutil
 import time
+from collections.abc import Callable
 from collections.abc import Set as AbstractSet
 from pathlib import Path
 from typing import Any
@@ -27,12 +33,15 @@ from urllib.parse import quote
 
 from harness.config import spec as specs
 from harness.errors import ConfigError
+from harness.report import formats, markdown, model, timing, tuning
 from harness.report import freshness as fr
-from harness.report import markdown, model, tables, tuning
+from harness.report.cells import EMPTY, Cell, mean_std, number
 from harness.report.figures import draw_figures
+from harness.report.files import table_files
 from harness.report.readings import links_from, note_name, notes, project_root, readings, related, write_readings
 from harness.report.sets import ResultSet, data_settings, find_sets, relative
 from harness.report.views import sort_ranks, table_view
+from harness.store import executed as ex
 from harness.store.io import write_text_atomic
 
 TEMPLATES = Path(__file__).with_name("templates")
@@ -46,13 +55,12 @@ def headline(rs: ResultSet) -> tuple[str, list[tuple[str, str]]]:
     median train step when the data is random (timing only)."""
     if rs.timing_only:
         return "train step ms (timing only: random data)", [
-            (name, tables.mean_std(tables.timing_values(runs, "train_step", scale=1e3)))
-            for name, runs in rs.runs.items()]
+            (name, mean_std(timing.timing_values(runs, "train_step", scale=1e3))) for name, runs in rs.runs.items()]
     metric = rs.select
-    out = []
+    out: list[tuple[str, str]] = []
     for name, runs in rs.runs.items():
         values = [r["metrics"][metric] for r in runs if metric in r["metrics"]]
-        out.append((name, f"{tables.mean_std(values)} (n={len(values)})" if values else "–"))
+        out.append((name, mean_std(values) + f" (n={len(values)})" if values else EMPTY))
     lower = specs.lower_is_better(metric)
     return f"test {metric}{' (lower is better)' if lower else ''}", out
 
@@ -65,7 +73,7 @@ def data_line(results: list[dict[str, Any]]) -> str:
     root = d.get("root")
     where = f", folder {Path(str(root)).name}" if root else ""
     return f"{d.get('source', results[0]['config']['dataset'].get('source', '?'))}{where}" + (
-        " (random data in a real dataset's shapes)" if d.get("timing_only") else "")
+        " (random data in a real dataset's shapes)" if model.timing_only(results[:1]) else "")
 
 
 def command(result: dict[str, Any]) -> str:
@@ -85,13 +93,13 @@ def provenance_rows(rs: ResultSet, with_code: bool = True) -> tuple[list[str], l
     rows = []
     for r in rs.results:
         env, git = r["environment"], r["environment"].get("git") or {}
-        commit = (git.get("commit") or "?")[:10] + (" (dirty)" if fr.uncommitted(r) else "")
+        commit = (git.get("commit") or "?")[:10] + (" (dirty)" if ex.uncommitted(r) else "")
         code = [fr.judge(r, _checkout()).label()] if with_code else []
-        wall = r.get("wall_s")
-        rows.append([r["run_name"], str(r["seed"]), model.hardware_name(r), env["hardware"]["device"],
-                     str(env["hardware"].get("torch_threads", "?")), tables.precision_of(r), env["versions"]["torch"],
-                     commit, *code, str(env.get("date", "?"))[:19], "–" if wall is None else f"{wall:.1f}",
-                     command(r)])
+        threads = model.hardware(r).get("torch_threads", "?")
+        rows.append([r["run_name"], Cell(str(r["seed"]), r["seed"]), model.hardware_name(r), model.device(r),
+                     Cell(str(threads), threads if isinstance(threads, int) else None), model.precision(r),
+                     env["versions"]["torch"], commit, *code, str(env.get("date", "?"))[:19],
+                     number(r.get("wall_s"), ".1f"), command(r)])
     return header, rows
 
 
@@ -102,12 +110,14 @@ def _checkout() -> fr.Checkout:
 
 
 def summary(rs: ResultSet) -> dict[str, Any]:
+    """What the index and a page's head say of a set: task, version, folder, data, files, runs, seeds, machines, the
+    newest run's date and the machine line of its tables."""
     seeds = sorted({r["seed"] for r in rs.results})
     return {"task": rs.task, "version": ", ".join(sorted({str(r["task_version"]) for r in rs.results})),
             "folder": rs.folder, "data": data_line(rs.results), "files": len(rs.results), "runs": list(rs.runs),
             "seeds": ", ".join(map(str, seeds)), "machines": sorted({model.hardware_name(r) for r in rs.results}),
             "newest": max(str(r["environment"].get("date", "")) for r in rs.results)[:10] or "?",
-            "hardware": tables.hardware_line(rs.results)}
+            "hardware": model.machine_line(rs.results)}
 
 
 def _environment(fmt: str) -> Any:
@@ -135,7 +145,7 @@ def downloads(rs: ResultSet, out: Path, fmt: str, data: dict[str, Any], home: Pa
             files.append((f"{r['run_name']} seed {r['seed']}", target.relative_to(out).as_posix()))
         else:
             files.append((f"{r['run_name']} seed {r['seed']}", relative(src, home or out)))
-    rendered = tables.table_files(rs.results, rs.folder, reference=rs.reference, test_stat=rs.test_stat, data=data)
+    rendered = table_files(rs.results, rs.folder, reference=rs.reference, test_stat=rs.test_stat, data=data)
     for path, text in rendered.items():
         committed = path.is_file()
         if fmt == "html":
@@ -157,14 +167,14 @@ def downloads(rs: ResultSet, out: Path, fmt: str, data: dict[str, Any], home: Pa
     return {"files": files, "tables": table_links, "clusters": clusters}
 
 
-def timing_table(rs: ResultSet, table: tables.TimingTable, footnote: list[str]) -> tuple[tables.TimingTable, list[str]]:
+def timing_table(rs: ResultSet, table: timing.TimingTable) -> timing.TimingTable:
     """The timing table as a page shows it: the paper's cells of a run left empty ('–') when the run used data
     other than its task file's (the data the paper's times are for, e.g. a 100-image cut beside the paper's full
     test split), with a note naming the setting; the paper's columns dropped when no run keeps any. Which row is
-    which run and which columns are the paper's come with the table (:class:`harness.report.tables.TimingTable`)."""
+    which run and which columns are the paper's come with the table (:class:`harness.report.timing.TimingTable`)."""
     paper = table.published
     if not paper:
-        return table, footnote
+        return table
     resized = {}
     rows = [list(row) for row in table.rows]
     for row, name in zip(rows, table.runs):
@@ -172,36 +182,38 @@ def timing_table(rs: ResultSet, table: tables.TimingTable, footnote: list[str]) 
         if settings:
             resized[name] = settings
             for i in paper:
-                row[i] = "–"
+                row[i] = Cell(EMPTY)
     if not resized:
-        return table, footnote
+        return table
     label = (rs.results[0].get("reference") or {}).get("timing", {}).get("label", "published")
     note = (f"{label}: left empty for runs on data other than the task file's, which the published times are for "
             f"({'; '.join(f'{name}: {v}' for name, v in resized.items())}).")
     if len(resized) < len(set(table.runs)):
-        return dataclasses.replace(table, rows=rows), [*footnote, note]
+        return dataclasses.replace(table, rows=rows, footnote=[*table.footnote, note])
     keep = [i for i in range(len(table.header)) if i not in paper]
     moved = {old: new for new, old in enumerate(keep)}
     note = (f"No {label} columns: every run used data other than the task file's, which the published times "
             f"are for ({'; '.join(sorted(set(resized.values())))}).")
-    return tables.TimingTable([table.header[i] for i in keep], [[row[i] for i in keep] for row in rows], table.runs,
-                              [], {moved[i]: None for i in table.ratios}), [*footnote, note]
+    return timing.TimingTable([table.header[i] for i in keep], [[row[i] for i in keep] for row in rows],
+                              [*table.footnote, note], runs=table.runs, ratios={moved[i]: None for i in table.ratios})
 
 
 def page(rs: ResultSet, out: Path, fmt: str, figures: bool = True, render: bool = True,
          home: Path | None = None) -> dict[str, Any]:
     """Everything a set's page shows, computed once."""
-    data = tables.table_data(rs.results, rs.reference, rs.test_stat)
+    data = formats.table_data(rs.results, rs.reference, rs.test_stat)
     rs.figures = draw_figures(rs, out, "svg" if fmt == "html" else "png", render, home) if figures else []
-    timing, timing_notes = timing_table(rs, tables.timing_table(rs.results, rs.reference), data["timing"][2])
+    accuracy, table = data["accuracy"], data["timing"]
+    assert isinstance(table, timing.TimingTable)
+    shown = timing_table(rs, table)
     provenance = provenance_rows(rs, fmt == "html")
     studies = tuning.rows(rs.results)
-    return {"set": rs, "summary": summary(rs), "accuracy": data["accuracy"],
-            "timing": (timing.header, timing.rows, timing_notes), "studies": studies,
+    return {"set": rs, "summary": summary(rs), "accuracy": (accuracy.header, accuracy.rows, accuracy.footnote),
+            "timing": (shown.header, shown.rows, shown.footnote), "studies": studies,
             "provenance": provenance, "figures": rs.figures, "links": downloads(rs, out, fmt, data, home),
             "headline": headline(rs),
-            "views": {"accuracy": table_view(*data["accuracy"][:2], "accuracy"),
-                      "timing": table_view(timing.header, timing.rows, "timing", timing.ratios, timing.published),
+            "views": {"accuracy": table_view(accuracy.header, accuracy.rows, "accuracy"),
+                      "timing": table_view(shown.header, shown.rows, "timing", shown.ratios, shown.published),
                       "studies": table_view(*studies[:2], "studies"),
                       "provenance": table_view(*provenance, "provenance")}}
 
@@ -248,14 +260,7 @@ def build(folders: list[Path], out: Path, fmt: str = "html", figures: bool = Tru
         info = page(rs, out, fmt, figures, render, home)
         info.update(context(rs, sets, out, fmt, home, held))
         if md:
-            accuracy: tuple[list[str], list[list[str]], list[str]] = info["accuracy"]
-            timing: tuple[list[str], list[list[str]], list[str]] = info["timing"]
-            provenance: tuple[list[str], list[list[str]]] = info["provenance"]
-            info["accuracy_md"] = tables.format_table(*accuracy, "md")
-            info["timing_md"] = tables.format_table(*timing, "md")
-            info["provenance_md"] = tables.format_table(*provenance, [], "md")
-            studies: tuple[list[str], list[list[str]], list[str]] = info["studies"]
-            info["studies_md"] = tables.format_table(*studies, "md") if studies[1] else ""
+            info.update(markdown_tables(info))
         path = out / f"{rs.slug}.{fmt}"
         write_text_atomic(path, env.get_template(f"task.{fmt}").render(**info, command=command_line))
         pages.append(info)
@@ -263,7 +268,7 @@ def build(folders: list[Path], out: Path, fmt: str = "html", figures: bool = Tru
     references = reference_pages(folders, sets, out, fmt, env, command_line)
     written += references
     index = out / ("README.md" if md else "index.html")
-    ledger, ledger_summary = ledger_rows(folders, sets, fmt)
+    ledger, ledger_summary = ledger_rows(folders, sets, fmt)  # the ledger, judged once
     ledger_ranks = sort_ranks([[r["claim"], r["paper"], r["ours"], r["verdict"], r["tuned"], r["hardware"],
                                 r["evidence"]] for r in ledger])
     write_text_atomic(index, env.get_template(f"index.{fmt}").render(
@@ -277,21 +282,49 @@ def build(folders: list[Path], out: Path, fmt: str = "html", figures: bool = Tru
     return [index, *written], sum(len(p["figures"]) for p in pages)
 
 
+def markdown_tables(info: dict[str, Any]) -> dict[str, str]:
+    """A page's tables as the Markdown page writes them (its accuracy, timing, provenance and tuning tables)."""
+    def md(header: list[str], rows: list[list[str]], footnote: list[str] | None = None) -> str:
+        return formats.format_table(header, rows, footnote or [], "md")
+
+    studies = info["studies"]
+    return {"accuracy_md": md(*info["accuracy"]), "timing_md": md(*info["timing"]),
+            "provenance_md": md(*info["provenance"]), "studies_md": md(*studies) if studies[1] else ""}
+
+
+def loaded_results(folders: list[Path], sets: list[ResultSet]) -> Callable[[Path], list[dict[str, Any]]]:
+    """A loader for the ledger (:func:`harness.report.claims.judge`) that gives the results under a folder from the
+    sets the site has loaded already, and loads only a folder outside ``folders``."""
+    from harness.report import claims
+
+    roots = [Path(f).resolve() for f in folders]
+
+    def load(folder: Path) -> list[dict[str, Any]]:
+        where = folder.resolve()
+        if any(where == r or r in where.parents for r in roots):
+            return [r for rs in sets if where == rs.folder.resolve() or where in rs.folder.resolve().parents
+                    for r in rs.results]
+        return claims.load_evidence(folder)
+
+    return load
+
+
 def ledger_rows(folders: list[Path], sets: list[ResultSet], fmt: str) -> tuple[list[dict[str, str]], str]:
-    """The claims ledger (:mod:`harness.report.claims`) of the checkout holding ``folders``, one row per piece of
-    evidence with a link to the page of the result set that measured it, and its summary line; no rows where
-    the checkout has no ledger."""
+    """The claims ledger (:mod:`harness.report.claims`) of the checkout holding ``folders``, judged from the results
+    of ``sets`` (:func:`loaded_results`), one row per piece of evidence with a link to the page of the result set
+    that measured it, and its summary line; no rows where the checkout has no ledger."""
     from harness.report import claims
 
     root = next((r for r in map(_ledger_root, folders) if r is not None), None)
     if root is None:
         return [], ""
-    lines = claims.judge(root / claims.DEFAULT_LEDGER, root)
+    lines = claims.judge(root / claims.DEFAULT_LEDGER, root, loader=loaded_results(folders, sets))
     pages = {rs.folder.resolve(): f"{rs.slug}.{fmt}" for rs in sets}
-    rows = [{"claim": line.claim, "paper": line.paper, "ours": line.ours, "interval": line.interval,
-             "verdict": line.shown_verdict() if fmt == "html" else line.verdict,
+    rows = [{"claim": line.claim, "paper": Cell(line.paper, line.paper_value), "ours": Cell(line.ours, line.value),
+             "interval": line.interval, "verdict": line.shown_verdict() if fmt == "html" else line.verdict,
              "flags": line.flags + ("; reason stated: " + line.flagged_ok if line.flagged_ok else ""),
-             "tuned": "–" if line.tuned is None else f"{line.tuned.shown()} {line.tuned.interval}".strip(),
+             "tuned": Cell(EMPTY) if line.tuned is None else
+             Cell(f"{line.tuned.shown()} {line.tuned.interval}".strip(), line.tuned.value),
              "tuned_budget": "" if line.tuned is None else line.tuned.budget,
              "tuned_why": "" if line.tuned is None else line.tuned.why,
              "why": line.why + (f"; evidence {line.state}: {line.freshness.why(4)}" if fmt == "html" and
@@ -345,12 +378,13 @@ def _ledger_root(folder: Path) -> Path | None:
 
 
 def index_rows(pages: list[dict[str, Any]]) -> list[list[str]]:
-    """The index's cells as text, column by column as the index shows them (what its rows sort by)."""
+    """The index's cells, column by column as the index shows them (what its rows sort by)."""
     rows = []
     for p in pages:
         s = p["summary"]
-        rows.append([f"{s['task']} v{s['version']}", str(s["folder"]), s["data"], str(s["files"]), str(len(s["runs"])),
-                     s["seeds"], "; ".join(s["machines"]), s["newest"], p["headline"][0]])
+        rows.append([f"{s['task']} v{s['version']}", str(s["folder"]), s["data"], Cell(str(s["files"]), s["files"]),
+                     Cell(str(len(s["runs"])), len(s["runs"])), s["seeds"], "; ".join(s["machines"]), s["newest"],
+                     p["headline"][0]])
     return rows
 
 

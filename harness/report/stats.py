@@ -1,4 +1,5 @@
-"""Seeds and significance: pure functions behind the significance columns of the accuracy table.
+"""Seeds and significance: pure functions behind every mean over seeds the reports show and every test of a
+difference they make (the accuracy table's markers and test columns, ``harness compare``, the claims ledger).
 
 Two questions, two tests:
 
@@ -8,6 +9,12 @@ Two questions, two tests:
   queries explains? A paired bootstrap that resamples query indices (the same indices for both
   runs, since query order is identical between runs of a task). Recalls are tested through the
   queries' ranks, mean average precision through the queries' average precisions.
+
+One policy decides which test answers "does a run differ from another on a metric" (:func:`choose_test`), and
+every reader asks it (the tables' markers, ``harness compare``, the claims ledger): the paired t-test over the seeds
+both runs have when they share two or more; Welch's t-test (unpaired, unequal variances) when each has two or more
+seeds but they share fewer; the paired bootstrap over test queries when they share one seed; no test otherwise. Every
+test is read at one significance level, :data:`ALPHA`; the mean and spread over seeds come from :func:`summarize`.
 
 Per-query ranks are 1-based int64 arrays saved beside each result file in an ``.npz`` keyed
 ``<fold prefix><direction>/<relevance>`` (``a2b/pair``, ``5folds/i2t/pair``); R@k of ranks r
@@ -19,7 +26,7 @@ the mean of the per-fold R@k that the result file reports.
 from __future__ import annotations
 
 import math
-import re
+import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,12 +35,13 @@ from typing import Any
 import numpy as np
 from scipy import stats as sps
 
+from harness.config.metric_names import parse_metric
+from harness.config.spec import fold_prefix
 from harness.errors import ConfigError
 
-ALPHA = 0.05  # the significance level of every test the reports make (the ledger's rules may set their own)
-
-_RECALL = re.compile(r"^(?P<head>.+)/(?P<rel>class_)?R@(?P<k>\d+)$")
-_MAP = re.compile(r"^(?P<head>.+)/(?P<rel>class_)?mAP$")
+ALPHA = 0.05  # the significance level of every test the reports make: tables, compare, the ledger (its rules' default)
+N_RESAMPLES = 10_000  # resamples of each paired bootstrap over test queries
+PAIRED_T, WELCH, BOOTSTRAP = "paired t", "Welch t", "bootstrap"  # the tests :func:`choose_test` chooses among
 
 
 @dataclass(frozen=True)
@@ -85,11 +93,11 @@ def summarize(values: Sequence[float], confidence: float = 0.95) -> Summary:
     mean ± t_{(1+confidence)/2, n−1} · std / √n. One value gives neither std nor interval."""
     if not values:
         raise ValueError("summarize needs at least one value")
-    x = np.asarray(values, dtype=float)
-    mean = float(x.mean())
+    x = [float(v) for v in values]
+    mean = statistics.mean(x)  # exactly rounded, whatever the order of the seeds
     if len(x) == 1:
         return Summary(1, mean, None, None)
-    std = float(x.std(ddof=1))
+    std = statistics.stdev(x)
     half = float(sps.t.ppf((1 + confidence) / 2, len(x) - 1)) * std / math.sqrt(len(x))
     return Summary(len(x), mean, std, (mean - half, mean + half))
 
@@ -104,7 +112,7 @@ def paired_seed_test(values: Mapping[int, float], reference: Mapping[int, float]
     d = np.array([values[s] - reference[s] for s in seeds], dtype=float)
     if len(d) == 0:
         return PairedTest(0, None, None)
-    diff = float(d.mean())
+    diff = summarize(d.tolist()).mean
     if len(d) < 2:
         return PairedTest(len(d), diff, None)
     if np.allclose(d, d[0], rtol=0.0, atol=1e-9):
@@ -139,7 +147,7 @@ def _query_diffs(ranks: np.ndarray, reference: np.ndarray, ks: Sequence[int], ke
 
 
 def paired_bootstrap(ranks: Mapping[str, np.ndarray], reference: Mapping[str, np.ndarray], ks: Sequence[int], *,
-                     n_resamples: int = 10_000, seed: int = 0, confidence: float = 0.95,
+                     n_resamples: int = N_RESAMPLES, seed: int = 0, confidence: float = 0.95,
                      chunk_elems: int = 2**20) -> Bootstrap:
     """Paired bootstrap of Σ_key Σ_k R@k(run) − R@k(reference) over test queries (with ``ks`` empty, of
     Σ_key mean per-query value (run − reference), in percent: mAP from average precisions).
@@ -174,7 +182,7 @@ def _resampled_means(c: np.ndarray, n_resamples: int, rng: np.random.Generator, 
     return out
 
 
-def bootstrap_recall(ranks: np.ndarray, reference: np.ndarray, k: int, *, n_resamples: int = 10_000,
+def bootstrap_recall(ranks: np.ndarray, reference: np.ndarray, k: int, *, n_resamples: int = N_RESAMPLES,
                      seed: int = 0) -> Bootstrap:
     """Paired bootstrap of R@k(run) − R@k(reference) for one rank array each (see :func:`paired_bootstrap`)."""
     return paired_bootstrap({"ranks": ranks}, {"ranks": reference}, (k,), n_resamples=n_resamples, seed=seed)
@@ -183,30 +191,33 @@ def bootstrap_recall(ranks: np.ndarray, reference: np.ndarray, k: int, *, n_resa
 def query_testable(metric: str) -> bool:
     """Whether ``metric`` is a recall, an rsum or a mAP over the whole gallery, i.e. has a bootstrap over
     test queries."""
-    return metric == "rsum" or metric.endswith("/rsum") or bool(_RECALL.match(metric) or _MAP.match(metric))
+    try:
+        name = parse_metric(metric)
+    except ConfigError:
+        return False
+    return name.stat in ("rsum", "mAP") or name.recall_k is not None
 
 
 def rank_keys(metric: str, metrics_config: Mapping[str, Any]) -> tuple[list[str], list[int]]:
-    """Rank-file keys and ks whose recalls sum to ``metric``.
+    """Rank-file keys and ks whose recalls sum to ``metric``, from the parts of its name
+    (:func:`harness.config.metric_names.parse_metric`).
 
     ``a2b/R@1`` -> (['a2b/pair'], [1]); ``a2b/class_R@5`` -> (['a2b/class'], [5]);
     ``5folds/rsum`` -> (['5folds/i2t/pair', '5folds/t2i/pair'], ks); ``i2t/class_mAP`` ->
     (['i2t/class/AP'], []): per-query average precisions. MedR and MeanR have no bootstrap here
     (a median is not a mean of per-query terms) and raise ConfigError.
     """
-    ap = _MAP.match(metric)
-    if ap:
-        return [f"{ap['head']}/{'class' if ap['rel'] else 'pair'}/AP"], []
-    if metric == "rsum" or metric.endswith("/rsum"):
-        prefix = metric[:-len("rsum")]
+    name = parse_metric(metric)
+    prefix = fold_prefix(name.folds)
+    if name.stat == "rsum":
         return [f"{prefix}{d}/pair" for d in metrics_config["directions"]], list(metrics_config["ks"])
-    match = _RECALL.match(metric)
-    if not match:
+    if name.stat == "mAP":
+        return [f"{prefix}{name.direction}/{name.relevance}/AP"], []
+    if name.recall_k is None:
         raise ConfigError(f"no query-level test for metric {metric!r}; valid: <direction>/R@k, "
                           f"<direction>/class_R@k, <direction>/mAP, <direction>/class_mAP, rsum "
                           "(with an optional '<n>folds/' prefix)")
-    relevance = "class" if match["rel"] else "pair"
-    return [f"{match['head']}/{relevance}"], [int(match["k"])]
+    return [f"{prefix}{name.direction}/{name.relevance}"], [name.recall_k]
 
 
 def load_ranks(result: Mapping[str, Any], keys: Sequence[str]) -> dict[str, np.ndarray] | None:
@@ -230,14 +241,17 @@ def seed_values(results: Sequence[Mapping[str, Any]], metric: str) -> dict[int, 
 
 
 def compare_runs(runs: Sequence[Mapping[str, Any]], reference: Sequence[Mapping[str, Any]], metric: str, *,
-                 n_resamples: int = 10_000, seed: int = 0, alpha: float = 0.05) -> Comparison:
+                 n_resamples: int | None = None, seed: int = 0, alpha: float | None = None) -> Comparison:
     """Seed-level paired test and per-seed query bootstraps of ``metric`` between two runs.
 
     Per-seed bootstrap p-values are combined by their maximum: "the run differs from the
     reference on every seed's model" is an intersection–union hypothesis, and rejecting it when
     the largest p is below ``alpha`` keeps the level ``alpha`` with no multiplicity correction.
-    ``n_significant`` counts the seeds with p < ``alpha`` for the reader's sake.
+    ``n_significant`` counts the seeds with p < ``alpha`` for the reader's sake. ``n_resamples`` and ``alpha``
+    default to :data:`N_RESAMPLES` and :data:`ALPHA`.
     """
+    n_resamples = N_RESAMPLES if n_resamples is None else n_resamples
+    alpha = ALPHA if alpha is None else alpha
     test = paired_seed_test(seed_values(runs, metric), seed_values(reference, metric))
     if not runs or not reference or not query_testable(metric):
         return Comparison(test)
@@ -256,6 +270,99 @@ def compare_runs(runs: Sequence[Mapping[str, Any]], reference: Sequence[Mapping[
                               f"{err}") from None
     ps = [b.p for b in boots.values()]
     return Comparison(test, boots, max(ps) if ps else None, sum(p < alpha for p in ps))
+
+
+def welch_test(values: Sequence[float], reference: Sequence[float]) -> float:
+    """Welch's t-test (unpaired, unequal variances) of two samples of at least two values each: its p. Two
+    constant samples make t infinite: p = 1 when they are equal, else 0."""
+    a, b = [float(v) for v in values], [float(v) for v in reference]
+    if max(a) == min(a) and max(b) == min(b):
+        return 1.0 if a[0] == b[0] else 0.0
+    return float(sps.ttest_ind(a, b, equal_var=False).pvalue)
+
+
+def choose_test(seeds: Sequence[int], reference_seeds: Sequence[int], metric: str, queries: bool = True) -> str | None:
+    """The significance policy: the test that says whether a run (its ``seeds``) differs from a reference (its
+    ``reference_seeds``) on ``metric``. The paired t-test over the common seeds when there are two or more; else
+    Welch's t-test when each side has two seeds or more; else, when they share one seed and ``metric`` is a sum
+    of per-query terms (recalls, rsum, mAP), the paired bootstrap over that seed's test queries; else none.
+    ``queries`` False leaves the bootstrap out, for a reader that shows the query-level test in a column of its
+    own (the accuracy table)."""
+    common = set(seeds) & set(reference_seeds)
+    if len(common) >= 2:
+        return PAIRED_T
+    if len(set(seeds)) >= 2 and len(set(reference_seeds)) >= 2:
+        return WELCH
+    if len(common) == 1 and queries and query_testable(metric):
+        return BOOTSTRAP
+    return None
+
+
+@dataclass(frozen=True)
+class Difference:
+    """A run against a reference on one metric, tested as :func:`choose_test` says (:func:`significance`).
+
+    ``diff`` is the mean over the common seeds of run − reference (Welch: the difference of the two means; None
+    without values), ``ci`` the 95% interval of that difference (the Student-t interval over the seeds' differences,
+    or the bootstrap's percentile interval; None where the test gives none), ``p`` the chosen test's p (None: no
+    test, or no per-query ranks for the bootstrap), ``n`` the seeds it used and ``seeds`` the paired t-test over the
+    common seeds, whichever test was chosen."""
+
+    test: str | None
+    diff: float | None
+    p: float | None
+    ci: tuple[float, float] | None
+    n: int
+    seeds: PairedTest
+
+    @property
+    def significant(self) -> bool:
+        """Whether the chosen test rejects 'no difference' at :data:`ALPHA`."""
+        return self.p is not None and self.p < ALPHA
+
+    @property
+    def how(self) -> str:
+        """The test as a reason names it: 'paired t over 3 seeds', 'paired bootstrap over test queries, 1 seed'."""
+        if self.test == PAIRED_T:
+            return f"paired t over {self.n} seeds"
+        if self.test == WELCH:
+            return f"Welch t over {self.n} seeds"
+        if self.test == BOOTSTRAP:
+            return "paired bootstrap over test queries, 1 seed" if self.p is not None else \
+                "1 seed, no per-query ranks"
+        return f"no test over {self.n} seed(s)"
+
+
+def seed_significance(values: Mapping[int, float], reference: Mapping[int, float]) -> Difference:
+    """Per-seed ``values`` of a run against ``reference``'s ({seed: value}), tested by the test the policy chooses
+    from the seeds alone (:func:`choose_test` without the query-level test): the paired t-test over the common
+    seeds, or Welch's t-test, or none."""
+    paired = paired_seed_test(values, reference)
+    test = choose_test(list(values), list(reference), "", queries=False)
+    common = sorted(set(values) & set(reference))
+    if test == PAIRED_T:
+        ci = summarize([values[s] - reference[s] for s in common]).ci
+        return Difference(test, paired.diff, paired.p, ci, len(common), paired)
+    if test == WELCH:
+        diff = summarize(list(values.values())).mean - summarize(list(reference.values())).mean
+        return Difference(test, diff, welch_test(list(values.values()), list(reference.values())), None,
+                          len(values) + len(reference), paired)
+    return Difference(None, paired.diff, None, None, len(common), paired)
+
+
+def significance(runs: Sequence[Mapping[str, Any]], reference: Sequence[Mapping[str, Any]], metric: str, *,
+                 queries: bool = True, n_resamples: int | None = None) -> Difference:
+    """``metric`` of the run ``runs`` (result dicts, one per seed) against ``reference``'s, tested by the test the
+    policy chooses (:func:`choose_test`): over seeds as :func:`seed_significance` does, or, for one common seed, the
+    paired bootstrap over its test queries (``queries`` False: not that one)."""
+    mine, theirs = seed_values(runs, metric), seed_values(reference, metric)
+    if choose_test(list(mine), list(theirs), metric, queries) != BOOTSTRAP:
+        return seed_significance(mine, theirs)
+    (seed,) = sorted(set(mine) & set(theirs))
+    boot = compare_runs([r for r in runs if r["seed"] == seed], [r for r in reference if r["seed"] == seed],
+                        metric, n_resamples=n_resamples).bootstrap.get(seed)
+    paired = paired_seed_test(mine, theirs)
+    return Difference(BOOTSTRAP, paired.diff, boot.p if boot else None, boot.ci if boot else None, 1, paired)
 
 
 def p_text(p: float, relation: bool = False) -> str:

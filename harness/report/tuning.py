@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from harness.report import cells
+
 HEADER = ["run", "trials", "task's settings (val)", "best (val)", "best settings", "most important settings",
           "trial minutes"]
 
@@ -40,8 +42,8 @@ def rows(results: list[dict[str, Any]]) -> tuple[list[str], list[list[str]], lis
         start = t.get("start_value")
         best = ", ".join(f"{k}={_value(v)}" for k, v in t["best"].items()) or "the task's own"
         important = ", ".join(f"{k} {v:.2f}" for k, v in list(t.get("importances", {}).items())[:3]) or "–"
-        out.append([name, state, "–" if start is None else f"{start:.2f}", f"{t['best_value']:.2f}", best, important,
-                    f"{t.get('trial_minutes', 0):.1f}"])
+        out.append([name, cells.Cell(state, trials["counted"]), cells.number(start), cells.number(t["best_value"]),
+                    best, important, cells.number(t.get("trial_minutes", 0), ".1f")])
     first = next(iter(found.values()))
     budgets = sorted({t["budget"]["trials"] for t in found.values()})
     notes = [f"Each study searched {first['metric']} on the validation split with Optuna's TPE sampler and median "

@@ -1,45 +1,29 @@
-"""How the site's tables sort and lay out: the sort key of a cell (dates, numbers with units, natural text), the
-rank of every cell in its column, and which columns are secondary (hidden on narrow screens)."""
+"""How the site's tables sort and lay out: the sort key of a cell (the number it carries, else its text in natural
+order), the rank of every cell in its column, and which columns are secondary (hidden on narrow screens).
+
+A cell that stands for a number carries it (:class:`harness.report.cells.Cell`, made where the rows are built);
+nothing here reads a number back from a cell's text.
+"""
 from __future__ import annotations
 
 import re
 from typing import Any
 
-_DATE = re.compile(r"^(\d{4})-(\d{2})-(\d{2})(?:[T ](\d{2}):(\d{2})(?::(\d{2}))?)?")
+from harness.report.cells import EMPTY, Cell
 
-
-# a number at the start of a cell: an optional ≈/~/</>, sign, digits with optional thousands commas, decimals,
-# exponent and k/M/G suffix, followed by anything that does not continue a word or a list ('12.3 ± 0.4',
-# '≈356.3', '82.12×', '1.48e+04', '14.8k', '-0.15', '0.996 (2/3)'); '0, 1, 2' and '1abb22f' are not numbers
-_NUMBER = re.compile(r"^[≈~<>]?\s*(?P<sign>[-+−]?)(?P<digits>\d{1,3}(?:,\d{3})+|\d+)(?P<frac>\.\d+)?"
-                     r"(?P<exp>[eE][-+]?\d+)?(?P<suffix>[kMG])?(?![\w.]|\s*,\s*\d)")
-
-
-_SUFFIX = {"k": 1e3, "M": 1e6, "G": 1e9, None: 1.0}
-
-
-_MISSING = {"", "–", "-", "?", "n/a", "none"}
-
-
+_MISSING = {"", EMPTY, "-", "?", "n/a", "none"}
 _CHUNK = re.compile(r"(\d+(?:\.\d+)?)")
 
 
-def sort_key(text: str) -> tuple[Any, ...]:
-    """How a table cell sorts: dates as dates and numbers by value (before text); text in natural order, its
-    numbers by value, so that run names of a sweep sort by the swept setting ('swamp@K=20' < 'swamp@K=500' <
-    'swamp@K=2000'); empty and '–' cells last."""
-    text = str(text).strip()
+def sort_key(cell: str) -> tuple[Any, ...]:
+    """How a table cell sorts: by the number it carries (before text); text in natural order, a run of digits
+    compared as a number, so that run names of a sweep sort by the swept setting ('swamp@K=20' < 'swamp@K=500' <
+    'swamp@K=2000'), seed lists by their seeds and ISO dates by date; empty and '–' cells last."""
+    text = str(cell).strip()
+    if isinstance(cell, Cell) and cell.key is not None:
+        return (0, cell.key, _natural(text))
     if text.lower() in _MISSING:
         return (2,)
-    date = _DATE.match(text)
-    if date:
-        parts = [int(p or 0) for p in date.groups()]
-        return (0, float(f"{parts[0]:04d}{parts[1]:02d}{parts[2]:02d}{parts[3]:02d}{parts[4]:02d}{parts[5]:02d}"), ())
-    number = _NUMBER.match(text)
-    if number:
-        value = float(number["digits"].replace(",", "") + (number["frac"] or "") + (number["exp"] or ""))
-        value *= _SUFFIX[number["suffix"]] * (-1 if number["sign"] in ("-", "−") else 1)
-        return (0, value, _natural(text))
     return (1, 0.0, _natural(text))
 
 

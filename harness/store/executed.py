@@ -51,6 +51,7 @@ EXCLUDED: dict[str, str] = {
     "harness.run.slurm": "launches runs as SLURM jobs",
     "harness.run.locks": "locks an output folder",
     "harness.tune": "searches settings and launches the tuned runs (each run's settings are recorded)",
+    "harness.remake": "re-makes runs from their result files; each run's settings are recorded",
     "harness.store": "writes result files and records provenance",
     "harness.report": "tables, pages, ledgers",
     "harness.bench": "the benchmark gate",
@@ -316,13 +317,51 @@ def commit_blobs(root: Path = ROOT, commit: str = "HEAD") -> tuple[str | None, d
     return sha, blobs
 
 
+# --- dirty: code that no commit holds -------------------------------------------------------------------------
+
+def ran_uncommitted(record: dict[str, Any], commit: dict[str, str]) -> list[str]:
+    """The files a record (its ``blobs``, ``differs_from_commit`` and ``changed_during_run``) says the run executed
+    in a version that ``commit`` (path -> git object name) does not hold: those that changed while it ran, and those
+    that differed from the run's commit and differ from ``commit`` too. At record time ``commit`` is the run's own
+    commit (an empty list makes the record ``clean``); a checkout's HEAD later, where a file committed since then
+    no longer counts. The one definition of a dirty run: the record, the freshness of a result and the results
+    site's '(dirty)' mark come from it."""
+    blobs = record.get("blobs") or {}
+    dirty = set(record.get("changed_during_run") or [])
+    dirty |= {n for n in record.get("differs_from_commit") or [] if commit.get(n) != blobs.get(n)}
+    return sorted(dirty)
+
+
+def uncommitted(result: dict[str, Any]) -> bool | None:
+    """Whether a result's run executed code its commit does not hold: the ``clean`` flag of its record of what ran
+    (:func:`ran_uncommitted` at record time; per file: other uncommitted edits in the tree do not count), else the
+    tree-wide dirty flag of its git state; None when neither says."""
+    record = result.get("executed")
+    if isinstance(record, dict) and record.get("clean") is not None:
+        return not bool(record["clean"])
+    dirty = ((result.get("environment") or {}).get("git") or {}).get("dirty")
+    return None if dirty is None else bool(dirty)
+
+
+def uncommitted_files(root: Path = ROOT) -> list[str]:
+    """Tracked files of the checkout at ``root`` that differ from its commit (empty outside a repository): what
+    keeps a checkout from re-making evidence (``harness reproduce``)."""
+    try:
+        out = _git("status", "--porcelain", "--untracked-files=no", root=root)
+    except (OSError, subprocess.CalledProcessError):
+        return []
+    return [line[3:] for line in out.splitlines() if line.strip()]
+
+
 # --- the record -----------------------------------------------------------------------------------------------
 
 class Recorder:
     """Hashes a run's files at its start and its end; :meth:`finish` returns the record.
 
-    ``start`` is cheap (the files' bytes are read and hashed once); ``finish`` reads them again, normalizes the
-    Python files, compares them with the commit and fingerprints the data.
+    Making one is cheap (the files' bytes are read and hashed once); :meth:`finish` reads them again, names the
+    files that changed meanwhile, compares each file's git object name with the commit's (:func:`ran_uncommitted`
+    decides ``clean``) and fingerprints the data. Nothing here judges a change: the cosmetic rule
+    (:func:`normalized_source`) is applied later, against a checkout (:mod:`harness.report.freshness`).
     """
 
     def __init__(self) -> None:
@@ -354,6 +393,7 @@ class Recorder:
         changed = sorted(n for n, h in self.start_hashes.items() if n in files and files[n] != h)
         commit, committed = commit_blobs()
         differs = sorted(n for n in contents if committed.get(n) != blobs[n]) if commit else []
+        ran: dict[str, Any] = {"blobs": blobs, "differs_from_commit": differs, "changed_during_run": changed}
         data_record: dict[str, Any] = data_fingerprint(data) if data is not None else {}
         if data_root and data_dir is not None:
             read = files_read_under(data_dir)
@@ -367,7 +407,7 @@ class Recorder:
             "files": files, "blobs": blobs, "kernels": kernels,
             "versions": {"torch": torch.__version__, "numpy": numpy.__version__},
             "data": data_record, "commit": commit,
-            "clean": None if commit is None else not differs and not changed,
+            "clean": None if commit is None else not ran_uncommitted(ran, committed),
             "differs_from_commit": differs, "changed_during_run": changed,
         }
         record["cost_ms"] = round(1000 * (self.spent + time.perf_counter() - t1), 1)

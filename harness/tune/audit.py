@@ -21,6 +21,7 @@ from typing import Any
 
 import optuna
 import torch
+from optuna.study import StudyDirection
 from optuna.trial import TrialState
 from tabulate import tabulate
 
@@ -28,39 +29,41 @@ from harness.config.plan import Run
 from harness.run import runner
 from harness.store.schema import load_results
 from harness.tune import command
-from harness.tune import study as studies
+from harness.tune.record import best_settings, final_overrides
+from harness.tune.storage import storage_of
+from harness.tune.trial import without_test
 
 
 def audit(args: argparse.Namespace) -> dict[str, Any]:
     torch.set_num_threads(args.threads)
     setup = argparse.Namespace(task=args.task, overrides=[], data_root=args.data_root, methods=args.methods,
                             trials=None, seconds_per_method=None, seeds="0", study_seed=None, out=args.out,
-                            storage=None, epochs=None, prune="none", prune_warmup=0.5)
+                            storage=None, epochs=None, prune="none", prune_warmup=0.5, launcher="sequential")
     found = {s.method: s for s in command.setup(setup)}
     tuned = {r["run_name"].split("@")[0]: r for r in load_results(Path(args.out)) if r.get("tuning")}
-    data = studies.without_test(runner.load_data(next(iter(found.values())).spec()))
+    data = without_test(runner.load_data(next(iter(found.values())).spec()))
     opts = runner.RunOptions(device=torch.device("cpu"), out=Path(args.scratch), progress=False)
     out: dict[str, Any] = {}
     for method, s in found.items():
         record = tuned[method]["tuning"]
         db = (Path(args.out) / s.spec().name / "_tune" / "studies.db").resolve()
-        storage = studies.storage_of(f"sqlite:///{db}")
+        storage = storage_of(f"sqlite:///{db}")
         stored = optuna.load_study(study_name=record["study"], storage=storage)
         kept = [t for t in stored.get_trials(deepcopy=False) if t.state == TrialState.COMPLETE]
-        values = [float(t.value) for t in kept if t.value is not None]
-        best_kept = max(values) if s.direction == "maximize" else min(values)
+        best_kept = float(stored.best_value)  # Optuna's best complete trial, in the study's own direction
+        maximize = stored.direction == StudyDirection.MAXIMIZE
         dims = s.dims()
         select = s.spec().methods[method].train.select
         rows = []
         for t in stored.get_trials(deepcopy=False, states=(TrialState.PRUNED,)):
-            settings = studies.best_settings(t, dims)
-            spec = s.spec(studies.final_overrides(s, settings, dims))
+            settings = best_settings(t, dims)
+            spec = s.spec(final_overrides(s, settings, dims))
             run = Run(spec, method, f"{method}@audit-{t.number}", settings, s.seed)
             start = time.perf_counter()
             trained = runner.train(run, data, opts)
             assert trained is not None  # one process: rank 0
             value = float(trained.val_at_best[select])
-            beats = value > best_kept if s.direction == "maximize" else value < best_kept
+            beats = value > best_kept if maximize else value < best_kept
             last = max(t.intermediate_values) if t.intermediate_values else 0
             rows.append({"trial": t.number, "pruned_at_epoch": last,
                          "value_when_pruned": t.intermediate_values.get(last),

@@ -22,11 +22,12 @@ from harness.config.plan import Run
 from harness.data.paired import PairedData
 from harness.errors import ConfigError, RunError
 from harness.run import grid, preflight, runner
+from harness.tune import record as study_record
 from harness.tune import space
+from harness.tune import storage as stored
 from harness.tune import study as studies
 from harness.tune.space import tune_block
 
-LAUNCHERS = ("sequential", "local", "slurm")
 DEFAULT_TRIALS = 20
 
 
@@ -49,8 +50,8 @@ def setup(args: argparse.Namespace) -> list[studies.Study]:
     folder = Path(args.out) / spec.name / "_tune"
     # chosen once, here, and given to every worker (worker_argv): SLURM's workers may run on several machines, whose
     # shared folder may be a network file system, where Optuna's journal file holds and SQLite's locks may not
-    storage = args.storage or studies.default_storage(folder, journal=args.launcher == "slurm")
-    studies.journal_path(storage)  # a journal URL names an absolute path
+    storage = args.storage or stored.default_storage(folder, journal=args.launcher == "slurm")
+    stored.journal_path(storage)  # a journal URL names an absolute path
     found = [studies.Study(task=str(args.task), method=name, overrides=tuple(overrides), added=added,
                            epochs=args.epochs, seed=seed, trials=trials, seconds=args.seconds_per_method,
                            folder=folder, storage=storage, prune=args.prune, prune_warmup=args.prune_warmup)
@@ -91,7 +92,7 @@ def cmd(args: argparse.Namespace) -> int:
 
 def summarize(s: studies.Study) -> dict[str, Any]:
     opened = studies.open_study(s)
-    return studies.record(s, opened, s.dims())
+    return study_record.record(s, opened, s.dims())
 
 
 def study_table(records: dict[str, dict[str, Any]], found: list[studies.Study]) -> str:
@@ -112,7 +113,7 @@ def study_table(records: dict[str, dict[str, Any]], found: list[studies.Study]) 
             "trial minutes"]
     table: str = tabulate(rows, head)
     return (f"studies: {found[0].trials} trials per method on the validation split (seed {found[0].seed}), "
-            f"stored in {studies.shown_storage(found[0].storage)}\n" + table)
+            f"stored in {stored.shown_storage(found[0].storage)}\n" + table)
 
 
 def _short(value: Any) -> str:
@@ -131,7 +132,7 @@ def final_runs(args: argparse.Namespace, found: list[studies.Study], records: di
     results = []
     for s in found:
         r = records[s.method]
-        extra = studies.final_overrides(s, r["best"], s.dims())
+        extra = study_record.final_overrides(s, r["best"], s.dims())
         base, spec = s.spec(), s.spec(extra)
         present = plans.flatten(spec.resolved(s.method))
         # an encoder given another type drops the old type's keys: they are no settings of this run (as plan.plan)
@@ -157,22 +158,14 @@ def final_runs(args: argparse.Namespace, found: list[studies.Study], records: di
 
 
 def worker_argv(args: argparse.Namespace, threads: int | None, worker: int, storage: str) -> list[str]:
-    """The words after ``python`` of worker number ``worker``: this command with ``--studies-only`` in one
-    process, on the ``storage`` the command chose (:func:`setup`)."""
-    words = ["-m", "harness", "tune", str(args.task), "--methods", args.methods, "--seeds", args.seeds,
-             "--out", str(args.out), "--device", args.device, "--launcher", "sequential", "--studies-only",
-             "--no-progress", "--worker", str(worker)]
-    words += ["--trials", str(args.trials)] if args.trials is not None else []
-    words += ["--seconds-per-method", str(args.seconds_per_method)] if args.seconds_per_method is not None else []
-    words += ["--study-seed", str(args.study_seed)] if args.study_seed is not None else []
-    words += ["--storage", storage]
-    words += ["--prune", args.prune, "--prune-warmup", str(args.prune_warmup)]
-    words += ["--epochs", str(args.epochs)] if args.epochs is not None else []
-    words += ["--data-root", args.data_root] if args.data_root else []
-    words += ["--threads", str(threads)] if threads is not None else []
-    words += [w for o in args.overrides for w in ("--set", o)]
-    words += [w for path in args.include for w in ("--include", path)]
-    return words
+    """The words after ``python`` of worker number ``worker``: this command in one process with ``--studies-only``,
+    on the ``storage`` the command chose (:func:`setup`), written by the ``tune`` parser itself (``args.subcommands``,
+    the command line's parsers: :meth:`harness.cli.parser.Parser.argv_of`). What only the launching command does
+    (workers, SLURM, the tuned runs and their tables) is left out."""
+    words = args.subcommands["tune"].argv_of(
+        args, launcher="sequential", studies_only=True, no_progress=True, worker=worker, storage=storage,
+        threads=threads, jobs=None, slurm=None, force=False, reference=None, no_final=False, no_tables=False)
+    return ["-m", "harness", "tune", *words]
 
 
 def launch_workers(args: argparse.Namespace, found: list[studies.Study]) -> None:
@@ -229,7 +222,7 @@ def launch_workers(args: argparse.Namespace, found: list[studies.Study]) -> None
 def _follow(found: list[studies.Study], opened: list[Any], done: Any, quiet: bool, step: float = 1.0) -> None:
     """A progress bar of the trials counted in all studies until ``done()``."""
     def counted() -> int:
-        return sum(min(studies.counts(o)["counted"], s.trials) for s, o in zip(found, opened))
+        return sum(min(stored.counts(o)["counted"], s.trials) for s, o in zip(found, opened))
 
     with tqdm(total=sum(s.trials for s in found), desc="tune", unit="trial", disable=quiet,
               dynamic_ncols=True) as bar:

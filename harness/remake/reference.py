@@ -1,0 +1,101 @@
+"""``python -m harness reproduce --reference ROOT``: every tuned result file of the reference table's sets under ROOT
+run again from its recorded settings, seeds and threads into a scratch copy of ROOT (each keeps the study that chose
+its settings: the studies are not run again), the table computed from them, and each cell, each set's strongest
+contrastive loss and the mean ranks printed beside the committed ones. ``--write`` replaces the committed files and
+the table. Exit 1 when a set's strongest loss or a rank order moved.
+"""
+from __future__ import annotations
+
+import argparse
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+from tabulate import tabulate
+
+from harness.errors import ConfigError
+from harness.report import leaderboard
+from harness.store import executed as ex
+
+
+def cmd(args: argparse.Namespace) -> int:
+    """See the module's docstring."""
+    root = Path(args.reference)
+    dirty = ex.uncommitted_files(ex.ROOT)
+    if dirty and not args.allow_dirty:
+        raise ConfigError(f"the checkout has uncommitted changes ({', '.join(dirty[:5])}): reproduce re-makes "
+                          "evidence from a commit; commit or stash them first")
+    boards = leaderboard.load_boards(root)
+    if not boards:
+        raise ConfigError(f"{root} holds no set of the reference table (a folder with {leaderboard.MANIFEST})")
+    scratch = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="swamp-bench-reference-"))
+    started = time.perf_counter()
+    remake(boards, args, root, scratch, started)
+    again = {b.name: b for b in leaderboard.load_boards(scratch)}
+    rows, moved = compared(boards, again)
+    print(tabulate(rows, ["set", "method", "committed mean", "re-made mean", ""], disable_numparse=True))
+    old_ranks = leaderboard.ranks([b for b in boards if b.primary]).get("mean_ranks", {})
+    new_ranks = leaderboard.ranks([b for b in again.values() if b.primary]).get("mean_ranks", {})
+    order = [sorted(r, key=lambda k: r[k]) for r in (old_ranks, new_ranks)]
+    moved += order[0] != order[1]
+    print(f"\n{len(rows)} cell(s) re-made in {(time.perf_counter() - started) / 60:.1f} min; rank order "
+          f"{'unchanged' if order[0] == order[1] else 'moved: ' + ' > '.join(order[1])}")
+    if args.write:
+        write_back(boards, root, scratch)
+    return 1 if moved else 0
+
+
+def remake(boards: list[leaderboard.Board], args: argparse.Namespace, root: Path, scratch: Path,
+           started: float) -> None:
+    """Every cell's tuned runs again into the set's folder under ``scratch`` (with the set's manifest), each with the
+    study its result files record; a cell past ``--budget`` seconds since ``started`` is left out and named."""
+    from harness.run import grid
+
+    for b in boards:
+        (scratch / b.name).mkdir(parents=True, exist_ok=True)
+        shutil.copy2(b.folder / leaderboard.MANIFEST, scratch / b.name / leaderboard.MANIFEST)
+        for cell in b.cells.values():
+            files = sorted(Path(r["_path"]) for r in cell.results)
+            if args.budget is not None and time.perf_counter() - started > args.budget:
+                print(f"  left out: {b.name} {cell.method}@tuned: over --budget")
+                continue
+            base = grid.Grid(out=scratch / b.name, device=args.device, launcher=args.launcher, jobs=args.jobs,
+                             progress=not args.no_progress, force=True, data_root=args.data_root,
+                             command=("reproduce", "--reference", str(root)))
+            opts = grid.options(base)
+            opts.tuning = cell.results[0]["tuning"]  # the study that chose the settings, as committed
+            outcome = grid.rerun(grid.result_records([str(f) for f in files]), base, opts)
+            if outcome.failed is not None:
+                raise outcome.failed
+
+
+def compared(boards: list[leaderboard.Board], again: dict[str, leaderboard.Board]) -> tuple[list[list[str]], int]:
+    """One row per cell, committed mean beside re-made mean; the number of sets whose strongest loss moved."""
+    rows, moved = [], 0
+    for b in boards:
+        new = again.get(b.name)
+        if new is None:
+            continue
+        for role, cell in b.cells.items():
+            other = new.cells.get(role)
+            rows.append([b.name, leaderboard.ROLES[role], f"{cell.summary.mean:.2f}",
+                         "–" if other is None else f"{other.summary.mean:.2f}",
+                         "–" if other is None else "same" if other.values == cell.values else "moved"])
+        before, after = leaderboard.strongest(b)[0], leaderboard.strongest(new)[0]
+        moved += before != after
+    return rows, moved
+
+
+def write_back(boards: list[leaderboard.Board], root: Path, scratch: Path) -> None:
+    """Replace the committed tuned result files (with their checkpoints and ranks) and the table."""
+    for b in boards:
+        for cell in b.cells.values():
+            for r in cell.results:
+                path = Path(r["_path"])
+                made = scratch / b.name / path.relative_to(b.folder)
+                for suffix in (".json", ".pt", ".ranks.npz"):
+                    if made.with_suffix(suffix).exists():
+                        shutil.copy2(made.with_suffix(suffix), path.with_suffix(suffix))
+    leaderboard.write(root, f"python -m harness leaderboard --out {root}")
+    print(f"replaced the tuned result files and the table in {root}")
