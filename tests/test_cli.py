@@ -10,7 +10,7 @@ import pytest
 from harness.cli import main
 from harness.config.plan import parse_seeds
 from harness.errors import ConfigError
-from harness.report import tables
+from harness.report.files import TableOptions, record_options
 from tests.conftest import ROOT
 
 
@@ -54,7 +54,7 @@ def test_run_writes_result_files_and_tables(two_runs):
 
 def test_table_prints_and_writes_only_with_write(two_runs, capsys):
     before = {p: p.read_bytes() for p in two_runs.glob("*.*")}
-    tables.record_options(two_runs, tables.TableOptions("contrastive"))  # the options the folder's tables record
+    record_options(two_runs, TableOptions("contrastive"))  # the options the folder's tables record
     assert run_cli("table", str(two_runs)) == 0
     out = capsys.readouterr().out
     assert "swamp" in out and "Δ vs contrastive" in out  # printed with the recorded reference

@@ -82,7 +82,7 @@ def test_ctrl_c_stops_every_worker_and_the_same_command_resumes(tiny_task, tmp_p
 @pytest.mark.parametrize("argv,message", [
     (["--launcher", "local", "--jobs", "0"], "--jobs 0: give a positive number"),
     (["--jobs", "2"], "--jobs sets the workers of --launcher local"),
-    (["--threads", "0"], "--threads 0: give a positive number"),
+    (["--threads", "0"], "--threads: 0: give a positive number of torch threads, or auto"),
 ])
 def test_bad_launcher_flags_are_one_line(argv, message, tiny_task, tmp_path, capsys):
     assert cli.main(["run", str(tiny_task), "--out", str(tmp_path / "out"), *argv]) == 2

@@ -213,6 +213,61 @@ def test_sacct_array_ids_are_expanded():
     assert slurm._expand("12_[0-2,5%4]") == ["12_0", "12_1", "12_2", "12_5"] and slurm._expand("7_3") == ["7_3"]
 
 
+def test_wait_ends_a_slurm_job_by_its_result_files_or_by_slurm_s_record_confirmed(tmp_path, monkeypatch):
+    """Without a cluster: SLURM's records scripted poll by poll, a fake clock, result files written between polls.
+    A job ends by its result files; ended by SLURM's account without them, it ends at the next poll that still says
+    so, or, COMPLETED, once ``settle`` seconds passed without its result files appearing."""
+    import pickle
+    from types import SimpleNamespace
+
+    from submitit.core.utils import JobPaths
+
+    folder = tmp_path / "_jobs"
+    ids = ["7_0", "7_1", "7_2", "7_3", "7_4"]
+    jobs = [submitit.SlurmJob(folder=folder / "%j", job_id=i) for i in ids]
+    runs = [SimpleNamespace(run_name=f"r{k}", seed=0) for k in range(len(ids))]
+    polls, clock = [0], [100.0]
+
+    def write(job_id: str, trained: bool) -> None:
+        path = JobPaths(folder / "%j", job_id, 0).result_pickle
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(pickle.dumps(("success", {"returncode": 0, "trained": trained, "error": ""})))
+
+    def query(job_ids):
+        t = polls[0]
+        records = {"7_0": slurm.Record("RUNNING", "", "squeue"),  # its result file lands before poll 2
+                   "7_1": slurm.Record("CANCELLED", "by uid 0", "sacct") if t >= 1 else slurm.Record(
+                       "RUNNING", "", "squeue"),
+                   "7_2": slurm.Record("COMPLETED", "", "sacct"),  # its result file lands before poll 3 (< settle)
+                   "7_3": slurm.Record("COMPLETED", "", "sacct")}  # never a result file; 7_4: no record at all
+        return {i: records[i] for i in job_ids if i in records}, ""
+
+    def sleep(seconds: float) -> None:
+        polls[0] += 1
+        clock[0] += seconds
+        if polls[0] == 2:
+            write("7_0", trained=True)
+        if polls[0] == 3:
+            write("7_2", trained=False)
+        assert polls[0] < 20, "wait does not end"
+
+    monkeypatch.setattr(slurm, "query", query)
+    monkeypatch.setattr(slurm, "time", SimpleNamespace(time=lambda: clock[0], sleep=sleep))
+    lines: list[str] = []
+    ended = slurm.wait(runs, jobs, progress=False, report=lines.append, poll=5.0, settle=20.0)
+    assert [(e.job_id, e.trained, e.state) for e in ended] == [
+        ("7_0", True, "COMPLETED"), ("7_1", False, "CANCELLED"), ("7_2", False, "COMPLETED"),
+        ("7_3", False, "COMPLETED"), ("7_4", False, "unknown (no record)")]
+    assert lines == [
+        "[1/5] r4 seed0 (job 7_4): unknown (no record): " + ended[4].error,  # poll 0 saw it gone, poll 1 confirmed
+        "[2/5] r0 seed0 (job 7_0): finished",
+        "[3/5] r1 seed0 (job 7_1): CANCELLED: " + ended[1].error,  # CANCELLED at poll 1, confirmed at poll 2
+        "[4/5] r2 seed0 (job 7_2): finished earlier, skipped",
+        "[5/5] r3 seed0 (job 7_3): COMPLETED: " + ended[3].error]  # after settle: 20 s of polls every 5 s
+    assert "by uid 0" in ended[1].error and "no result file appeared" in ended[3].error
+    assert polls[0] == 4  # slept between the five polls, not after the last
+
+
 def test_a_jobs_outcome_is_the_workers_reply_not_its_printed_lines(tiny_task, tmp_path):
     """A SLURM job (RunJob) learns from the worker's reply file whether it trained its run and which result file it
     wrote: a second job of the same run finds it finished and says so, whatever the lines it printed."""

@@ -26,7 +26,7 @@ from harness import cli
 from harness.config import spec as specs
 from harness.data import paired
 from harness.errors import ConfigError
-from harness.report import tables
+from harness.report import accuracy
 from harness.report import tuning as tuning_report
 from harness.run import preflight, runner
 from harness.store.schema import load_results
@@ -243,17 +243,17 @@ def test_a_second_run_of_the_command_resumes_and_adds_nothing(tuned, capsys):
 
 
 def test_tables_mark_tuned_rows_and_an_unequal_budget(tuned):
-    header, rows = tables.accuracy_rows(tuned.results)
+    header, rows = accuracy.accuracy_rows(tuned.results)
     names = [row[1] for row in rows if row[1].endswith("]")]
     assert "contrastive@tuned [tuned 5]" in names and "swamp@tuned [tuned 5]" in names
-    assert any(line.startswith("[tuned N]") for line in tables.accuracy_footnote(tuned.results, None))
+    assert any(line.startswith("[tuned N]") for line in accuracy.accuracy_footnote(tuned.results, None))
     fewer = json.loads(json.dumps(tuned.results))
     for r in fewer:
         if r["method"] == "swamp":
             r["tuning"]["trials"]["counted"] = 3
-    names = [row[1] for row in tables.accuracy_rows(fewer)[1]]
+    names = [row[1] for row in accuracy.accuracy_rows(fewer)[1]]
     assert "swamp@tuned [tuned 3 < 5]" in names
-    assert any("[tuned N < M]" in line for line in tables.accuracy_footnote(fewer, None))
+    assert any("[tuned N < M]" in line for line in accuracy.accuracy_footnote(fewer, None))
 
 
 def test_the_site_page_shows_each_study(tuned, tmp_path):

@@ -36,7 +36,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def handle(args: argparse.Namespace) -> int:
     from harness.config import params as P
     from harness.config import plan
-    from harness.report import tables
+    from harness.report import accuracy
     from harness.run import checkpoint, contention, grid, preflight
     from harness.store.schema import result_path
 
@@ -58,7 +58,7 @@ def handle(args: argparse.Namespace) -> int:
                           f"{did_you_mean(args.reference, names)}; name one of them (or the method of exactly "
                           "one of them)") from None
     if args.test_stat is not None:
-        tables.tested_column(P.as_dict(runs[0].spec.metrics), args.test_stat)
+        accuracy.tested_column(P.as_dict(runs[0].spec.metrics), args.test_stat)
     out = Path(args.out)
     preflight.check_out(out, [result_path(out, r.spec.name, r.run_name, r.seed).parent for r in runs])
     preflight.check_environment()

@@ -281,8 +281,12 @@ def render(lines: list[Line], fmt: str = "simple", link_prefix: str = "") -> str
         ours = line.ours + (f" {line.interval}" if line.interval else "")
         state = (line.state + (" (accepted)" if line.accepted and line.state != fr.FRESH else "")) or "–"
         t = line.tuned
-        tuned = "–" if t is None else \
-            f"{t.shown()} {t.interval}".strip() + f" ({t.budget}; {_link(t.evidence, fmt, link_prefix)})"
+        if t is None:
+            tuned = "–"
+        elif t.verdict == NOT_MEASURED:  # its set is not made yet: named, not linked
+            tuned = f"{t.verdict} ({t.evidence})"
+        else:
+            tuned = f"{t.shown()} {t.interval} ({t.budget}; {_link(t.evidence, fmt, link_prefix)})"
         rows.append([line.claim, line.paper, ours, line.shown_verdict(), tuned, line.hardware or "–", evidence, state])
     header = ["claim", "paper", "ours (95% CI or range)", "verdict (as published)",
               "under equal tuning: SwAMP − the strongest contrastive loss", "hardware", "evidence", "evidence is"]

@@ -48,6 +48,14 @@ def caption(results: list[dict[str, Any]]) -> str:
             f"{model.machine_line(results)}." + (f" Data: {origin}." if origin else ""))
 
 
+def shown_folder(folder: Path) -> str:
+    """A folder as a command line written into a table names it: relative to the working directory when it lies
+    below it (so that the line runs again from the checkout whatever absolute path made it), else as given."""
+    here = Path.cwd().resolve()
+    resolved = Path(folder).resolve()
+    return str(resolved.relative_to(here)) if resolved.is_relative_to(here) else str(folder)
+
+
 def table_files(results: list[dict[str, Any]], folder: Path, reference: str | None = None,
                 test_stat: str | None = None, split: str = "test",
                 data: dict[str, Table] | None = None) -> dict[Path, str]:
@@ -59,7 +67,7 @@ def table_files(results: list[dict[str, Any]], folder: Path, reference: str | No
         data = {"validation": table_data(validation_view(results), None)["accuracy"]}
     elif data is None:
         data = table_data(results, reference, test_stat)
-    command = f"python -m harness table {folder}" + (f" --reference {reference}" if reference else "") + \
+    command = f"python -m harness table {shown_folder(folder)}" + (f" --reference {reference}" if reference else "") + \
         (f" --test-stat {test_stat}" if test_stat else "") + (" --split val" if split == "val" else "") + " --write"
     files = {}
     for ext in ("md", "tex"):

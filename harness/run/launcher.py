@@ -39,83 +39,118 @@ def run_local(runs: Sequence[Any], descriptions: Sequence[Any], jobs: int, threa
               report: Callable[[str], None] = print) -> list[Outcome]:
     """Run every planned run, described by its :class:`harness.run.grid.Job` in ``descriptions``, in ``jobs``
     worker processes; the outcomes, in the order given."""
-    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
-    todo = deque(enumerate(zip(runs, descriptions, strict=True)))
-    live: dict[int, subprocess.Popen[str]] = {}  # slot -> its worker process
-    lock = threading.Lock()
-    stopping = threading.Event()
-    # (index, Outcome), or (slot, None) when a slot has nothing left
-    done: queue.Queue[tuple[int, Outcome | None]] = queue.Queue()
-
-    def start_worker(slot: int) -> subprocess.Popen[str]:
-        process = subprocess.Popen([sys.executable, "-m", "harness.worker"], env=env, stdin=subprocess.PIPE,
-                                   stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-        live[slot] = process
-        return process
-
-    def serve(slot: int) -> None:
-        process = None
-        try:
-            while True:
-                with lock:
-                    if stopping.is_set() or not todo:
-                        return
-                    index, (run, description) = todo.popleft()
-                    if process is None:
-                        process = start_worker(slot)
-                started = time.perf_counter()
-                if process.stdin is None or process.stdout is None:  # start_worker opens both pipes
-                    raise RuntimeError("the worker process has no stdin or stdout pipe")
-                try:
-                    process.stdin.write(description.to_json() + "\n")
-                    process.stdin.flush()
-                    answer = process.stdout.readline()
-                except OSError:  # the worker is gone (stopped, or it died)
-                    answer = ""
-                if answer:
-                    reply = json.loads(answer)
-                    done.put((index, Outcome(run, reply["returncode"], reply["last_line"],
-                                             time.perf_counter() - started)))
-                    continue
-                code = process.wait()
-                done.put((index, Outcome(run, code or -1, f"the worker process ended (exit {code}) during this run",
-                                         time.perf_counter() - started)))
-                process = None
-        finally:
-            if process is not None and process.poll() is None:
-                if process.stdin is not None:
-                    process.stdin.close()
-                process.wait()
-            done.put((slot, None))
-
+    workers = _Workers(runs, descriptions, threads)
     outcomes: dict[int, Outcome] = {}
-    servers = [threading.Thread(target=serve, args=(slot,), daemon=True) for slot in range(min(jobs, len(runs)))]
+    servers = [threading.Thread(target=workers.serve, args=(slot,), daemon=True)
+               for slot in range(min(jobs, len(runs)))]
     try:
         for server in servers:
             server.start()
-        idle = 0
-        while idle < len(servers):
-            index, outcome = done.get()
-            if outcome is None:
-                idle += 1
-                continue
-            outcomes[index] = outcome
-            status = "finished" if outcome.returncode == 0 else \
-                f"FAILED (exit {outcome.returncode}): {outcome.last_line}"
-            report(f"[{len(outcomes)}/{len(runs)}] {outcome.run.run_name} seed{outcome.run.seed}: {status} "
-                   f"({outcome.seconds:.1f} s)")
+        _collect(workers.done, len(servers), len(runs), outcomes, report)
     except KeyboardInterrupt:
-        stopping.set()
-        with lock:
-            for process in live.values():
-                if process.poll() is None:
-                    process.terminate()
+        workers.stop()
         for server in servers:
             server.join(timeout=60)
         raise RunError(f"interrupted: {sum(o.returncode == 0 for o in outcomes.values())} of {len(runs)} runs had "
                        "finished; the workers were stopped, and the same command skips the finished runs and resumes "
                        "the others from their last complete epoch") from None
     return [outcomes[i] for i in range(len(runs))]
+
+
+_Taken = tuple[int, Any, Any, "subprocess.Popen[str]"]  # a run's index, the run, its description, the worker
+
+
+class _Workers:
+    """The worker slots' shared state: the runs not yet taken, each slot's live worker process, and the queue of
+    outcomes, ``(index, Outcome)`` per run and ``(slot, None)`` when a slot has nothing left."""
+
+    def __init__(self, runs: Sequence[Any], descriptions: Sequence[Any], threads: int) -> None:
+        self.env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
+        self.todo = deque(enumerate(zip(runs, descriptions, strict=True)))
+        self.live: dict[int, subprocess.Popen[str]] = {}  # slot -> its worker process
+        self.lock = threading.Lock()
+        self.stopping = threading.Event()
+        self.done: queue.Queue[tuple[int, Outcome | None]] = queue.Queue()
+
+    def start_worker(self, slot: int) -> subprocess.Popen[str]:
+        process = subprocess.Popen([sys.executable, "-m", "harness.worker"], env=self.env, stdin=subprocess.PIPE,
+                                   stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        self.live[slot] = process
+        return process
+
+    def take(self, slot: int, process: subprocess.Popen[str] | None) -> _Taken | None:
+        """The next run (index, run, description) and the slot's worker, started if it has none; None when
+        nothing is left or the command is stopping."""
+        with self.lock:
+            if self.stopping.is_set() or not self.todo:
+                return None
+            index, (run, description) = self.todo.popleft()
+            if process is None:
+                process = self.start_worker(slot)
+        return index, run, description, process
+
+    def serve(self, slot: int) -> None:
+        """One slot's loop: its worker runs the runs it takes one at a time; a worker that dies fails its run and
+        is replaced for the next one."""
+        process = None
+        try:
+            while (taken := self.take(slot, process)) is not None:
+                index, run, description, process = taken
+                started = time.perf_counter()
+                answer = _ask(process, description)
+                if answer:
+                    reply = json.loads(answer)
+                    self.done.put((index, Outcome(run, reply["returncode"], reply["last_line"],
+                                                  time.perf_counter() - started)))
+                    continue
+                code = process.wait()
+                self.done.put((index, Outcome(run, code or -1,
+                                              f"the worker process ended (exit {code}) during this run",
+                                              time.perf_counter() - started)))
+                process = None
+        finally:
+            if process is not None and process.poll() is None:
+                if process.stdin is not None:
+                    process.stdin.close()
+                process.wait()
+            self.done.put((slot, None))
+
+    def stop(self) -> None:
+        """Take no more runs and terminate every live worker."""
+        self.stopping.set()
+        with self.lock:
+            for process in self.live.values():
+                if process.poll() is None:
+                    process.terminate()
+
+
+def _ask(process: subprocess.Popen[str], description: Any) -> str:
+    """Send a worker one run's description; its one-line JSON reply, '' when the worker is gone (stopped, or it
+    died)."""
+    if process.stdin is None or process.stdout is None:  # start_worker opens both pipes
+        raise RuntimeError("the worker process has no stdin or stdout pipe")
+    try:
+        process.stdin.write(description.to_json() + "\n")
+        process.stdin.flush()
+        return process.stdout.readline()
+    except OSError:  # the worker is gone (stopped, or it died)
+        return ""
+
+
+def _collect(done: queue.Queue[tuple[int, Outcome | None]], slots: int, total: int, outcomes: dict[int, Outcome],
+             report: Callable[[str], None]) -> None:
+    """Gather the outcomes into ``outcomes`` by index, a line reported for each, until every slot is idle."""
+    idle = 0
+    while idle < slots:
+        index, outcome = done.get()
+        if outcome is None:
+            idle += 1
+            continue
+        outcomes[index] = outcome
+        status = "finished" if outcome.returncode == 0 else \
+            f"FAILED (exit {outcome.returncode}): {outcome.last_line}"
+        report(f"[{len(outcomes)}/{total}] {outcome.run.run_name} seed{outcome.run.seed}: {status} "
+               f"({outcome.seconds:.1f} s)")
 
 
 def default_threads(jobs: int) -> int:
