@@ -387,6 +387,27 @@ def _study(out: Path, path: Path, method: str, trials: int, epochs: int | None =
     return optuna.load_study(study_name=s.name, storage=stored.storage_of(s.storage))
 
 
+def _open_storage(url: str, start: float) -> str:
+    time.sleep(max(0.0, start - time.time()))  # every process opens the new file at the same moment
+    try:
+        stored.storage_of(url)
+        return "ok"
+    except Exception as e:  # noqa: BLE001 - the error is what the test reports
+        return f"{type(e).__name__}: {e}"
+
+
+def test_processes_opening_a_new_sqlite_study_file_at_once_all_succeed(tmp_path):
+    """Optuna creates its tables when a storage first opens a file; several workers (or a watcher) opening a new file
+    together would race on that (UNIQUE constraint failed: alembic_version.version_num)."""
+    ctx = multiprocessing.get_context("spawn")
+    with ctx.Pool(6) as pool:
+        for attempt in range(2):
+            url = stored.default_storage(tmp_path / f"_tune{attempt}")
+            start = time.time() + 3.0  # after the spawned interpreters have imported Optuna
+            answers = pool.starmap(_open_storage, [(url, start)] * 6)
+            assert answers == ["ok"] * 6
+
+
 @pytest.mark.slow
 def test_a_study_killed_with_sigkill_resumes_with_no_trial_lost_or_doubled(tmp_path):
     path = tiny(tmp_path)

@@ -60,15 +60,24 @@ def journal_path(url: str) -> Path | None:
 
 
 def storage_of(url: str) -> optuna.storages.BaseStorage:
-    """Optuna's storage for ``url``; SQLite waits for its lock rather than failing while another worker writes; a
-    journal file is appended to under Optuna's symbolic-link lock (:data:`LOCK_GRACE_S`)."""
+    """Optuna's storage for ``url``; SQLite waits for its lock rather than failing while another worker writes, and a
+    new SQLite file's tables are created by one process at a time; a journal file is appended to under Optuna's
+    symbolic-link lock (:data:`LOCK_GRACE_S`)."""
     journal = journal_path(url)
     if journal is not None:
         journal.parent.mkdir(parents=True, exist_ok=True)
         return JournalStorage(JournalFileBackend(str(journal), JournalFileSymlinkLock(str(journal), LOCK_GRACE_S)))
     if url.startswith("sqlite:///"):
-        Path(url[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
-        return optuna.storages.RDBStorage(url, engine_kwargs={"connect_args": {"timeout": 120}})
+        db = Path(url[len("sqlite:///"):])
+        db.parent.mkdir(parents=True, exist_ok=True)
+        # two processes opening a new file at once would both create Optuna's tables (a UNIQUE constraint fails in
+        # one of them): the first to hold the lock creates them, the others find them made
+        with open(db.parent / f"{db.name}.schema.lock", "a") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            try:
+                return optuna.storages.RDBStorage(url, engine_kwargs={"connect_args": {"timeout": 120}})
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
     return optuna.storages.RDBStorage(url)
 
 
