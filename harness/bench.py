@@ -5,8 +5,9 @@ temporary folder, and on the working tree, in one invocation on this machine. Bo
 Python environment (asv's ``existing`` environment: torch is never rebuilt); each side's
 checkout goes first on the path (ASV_PYTHONPATH, which asv turns into PYTHONPATH), while
 the suite is always the working tree's, less the modules REV cannot import. It prints asv's
-comparison table and exits 1 when a benchmark got worse than ``factor`` x REV's value, or
-failed where REV's ran. asv's ``compare`` exits 0 on regressions and ``continuous`` refuses
+comparison table, the benchmarks it compared and those it could not judge (and why), and exits 1 when a
+benchmark got worse than ``factor`` x REV's median with its samples slower than REV's (Mann-Whitney, where a side
+has enough of them), or failed where REV's ran. asv's ``compare`` exits 0 on regressions and ``continuous`` refuses
 an existing environment, so the verdict is read from the result files. Exit 2: bad input,
 or no results to compare. Exit 4: no verdict, because other work kept a core busy before or while the suite
 ran (:mod:`harness.run.contention`; a slowdown measured so would be the machine's).
@@ -33,25 +34,55 @@ ROOT = Path(__file__).resolve().parent.parent
 BUSY = 4  # exit status: the machine was too busy to judge (harness.run.contention), no verdict either way
 PROBE_S = 2.0  # seconds the machine is watched before the suite runs
 CONFIG_NAME = "asv.conf.json"
-# Two runs of one commit on the 2-core development machine, under a load average of 3.2-4.7,
-# differed by ratios from 0.65 to 1.38 (1/0.65 = 1.54); docs/benchmarks.md has the table.
-DEFAULT_FACTOR = 2.0
+# A benchmark regressed when its median got worse than DEFAULT_FACTOR x REV's and, where both sides have
+# MIN_SAMPLES samples or more, its samples are slower than REV's by a one-sided Mann-Whitney test (p < SHIFT_P);
+# docs/benchmarks.md has the noise this was chosen from and the slowdown a 2.0 factor missed.
+DEFAULT_FACTOR = 1.5
+MIN_SAMPLES = 5
+SHIFT_P = 0.01
 PASSES = 2  # asv runs per side, interleaved with the other side's
 
 
 @dataclass(frozen=True)
 class Regression:
-    """A benchmark that got worse: its value on REV and on the working tree (None: it failed)."""
+    """A benchmark that got worse: its value on REV and on the working tree (None: it failed), and the one-sided
+    Mann-Whitney p of its samples (None: too few samples to test, judged by the medians alone)."""
 
     name: str
     before: float
     after: float | None
+    p: float | None = None
 
     def describe(self) -> str:
         """One line for the gate's summary."""
         if self.after is None:
             return f"{self.name}: failed (REV: {self.before:.4g})"
-        return f"{self.name}: {self.before:.4g} -> {self.after:.4g} ({self.after / self.before:.2f}x)"
+        shift = f", samples slower: p = {self.p:.2g}" if self.p is not None else ", medians alone: too few samples"
+        return f"{self.name}: {self.before:.4g} -> {self.after:.4g} ({self.after / self.before:.2f}x{shift})"
+
+
+@dataclass
+class Judgement:
+    """What the gate compared: the regressions, the benchmarks judged (by their samples' test, by their medians
+    alone), those over the factor whose samples did not show the shift, and those not judged with the reason."""
+
+    regressions: list[Regression]
+    tested: list[str]
+    medians_only: list[str]
+    noise: list[Regression]
+    not_judged: dict[str, str]
+
+    def summary(self) -> list[str]:
+        """The lines the gate prints before its verdict: every benchmark is in exactly one of them."""
+        judged = len(self.tested) + len(self.medians_only)
+        lines = [f"bench gate: compared {judged} benchmark(s): {len(self.tested)} by their samples (Mann-Whitney, "
+                 f"p < {SHIFT_P}) and median, {len(self.medians_only)} by their median alone (under {MIN_SAMPLES} "
+                 "samples a side)"]
+        lines += [f"  median alone: {name}" for name in self.medians_only]
+        lines += [f"  over the factor, but its samples do not show a slowdown (noise): {r.describe()}"
+                  for r in self.noise]
+        lines += [f"  not judged: {name} ({why})" for name, why in sorted(self.not_judged.items())]
+        return lines
 
 
 @dataclass(frozen=True)
@@ -211,21 +242,70 @@ def load_values(results: Path, commit: str) -> dict[str, float | None]:
     return values
 
 
-def regressions(before: dict[str, float | None], after: dict[str, float | None],
-                factor: float) -> list[Regression]:
-    """Benchmarks worse than ``factor`` x their REV value, or failing where REV's ran.
+def load_samples(results: Path, commit: str) -> dict[str, list[float]]:
+    """Every benchmark's samples recorded for ``commit`` under ``results`` (``asv run --record-samples``; passes
+    appended), named as :func:`load_values` names them; a benchmark without samples is absent."""
+    samples: dict[str, list[float]] = {}
+    for path in sorted(results.glob("*/*.json")):
+        data = json.loads(path.read_text())
+        if data.get("commit_hash") != commit or "results" not in data:
+            continue
+        columns = data["result_columns"]
+        for name, row in data["results"].items():
+            entry = dict(zip(columns, row))
+            combos = itertools.product(*entry.get("params") or [])
+            for combo, found in zip(combos, entry.get("samples") or []):
+                if found:
+                    samples[f"{name}({', '.join(combo)})" if combo else name] = [float(v) for v in found]
+    return samples
 
-    Benchmarks missing on either side, skipped on either side (NaN, e.g. CUDA ones without
-    a GPU) or failing on REV are not judged.
-    """
-    found = []
+
+def slower_p(before: list[float], after: list[float]) -> float | None:
+    """One-sided Mann-Whitney U p that ``after``'s samples are larger than ``before``'s; None under
+    :data:`MIN_SAMPLES` on a side (too few to tell a shift from noise)."""
+    if min(len(before), len(after)) < MIN_SAMPLES:
+        return None
+    from scipy.stats import mannwhitneyu
+
+    return float(mannwhitneyu(after, before, alternative="greater").pvalue)
+
+
+def judge(before: dict[str, float | None], after: dict[str, float | None], factor: float,
+          samples: tuple[dict[str, list[float]], dict[str, list[float]]] = ({}, {})) -> Judgement:
+    """Each benchmark: a regression when it fails where REV's ran, or when its median is worse than ``factor`` x
+    REV's and, with :data:`MIN_SAMPLES` samples a side or more, its samples are slower (:func:`slower_p` below
+    :data:`SHIFT_P`). Benchmarks on one side only, skipped on a side (NaN: CUDA ones without a GPU) or failing on
+    REV are not judged, and say so."""
+    found: list[Regression] = []
+    noise: list[Regression] = []
+    tested: list[str] = []
+    medians_only: list[str] = []
+    not_judged = {name: "only on the working tree" for name in after.keys() - before.keys()}
+    not_judged.update({name: "only on REV" for name in before.keys() - after.keys()})
     for name in sorted(before.keys() & after.keys()):
         old, new = before[name], after[name]
-        if old is None or math.isnan(old) or (new is not None and math.isnan(new)):
+        if old is None:
+            not_judged[name] = "failed on REV"
             continue
-        if new is None or new > factor * old:
-            found.append(Regression(name, old, new))
-    return found
+        if math.isnan(old) or (new is not None and math.isnan(new)):
+            not_judged[name] = "skipped on " + ("both sides" if new is not None and math.isnan(old)
+                                                  else "REV" if math.isnan(old) else "the working tree")
+            continue
+        if new is None:
+            found.append(Regression(name, old, None))
+            tested.append(name)
+            continue
+        p = slower_p(samples[0].get(name, []), samples[1].get(name, []))
+        (medians_only if p is None else tested).append(name)
+        if new > factor * old:
+            (found if p is None or p < SHIFT_P else noise).append(Regression(name, old, new, p))
+    return Judgement(found, tested, medians_only, noise, not_judged)
+
+
+def regressions(before: dict[str, float | None], after: dict[str, float | None], factor: float,
+                samples: tuple[dict[str, list[float]], dict[str, list[float]]] = ({}, {})) -> list[Regression]:
+    """The regressions of :func:`judge`."""
+    return judge(before, after, factor, samples).regressions
 
 
 def print_table(config: Path, before: tuple[str, Path], after: tuple[str, Path], factor: float) -> None:
@@ -279,6 +359,7 @@ def gate(against: str, factor: float = DEFAULT_FACTOR, bench: str | None = None,
         for i, side in enumerate(order):
             run_suite(side, bench, append=side in order[:i])
         values = [side.values() for side in (before, after)]
+        samples = (load_samples(before.results, before.commit), load_samples(after.results, after.commit))
         for side, found in zip((before, after), values):
             if not found:
                 raise ConfigError(f"asv recorded no results on {side.label}; its output above names the problem "
@@ -287,7 +368,9 @@ def gate(against: str, factor: float = DEFAULT_FACTOR, bench: str | None = None,
     during = contention.between(start, contention.snapshot(), threads=len(contention.cores()))
     if during["contended"]:
         return busy(during, "while the suite ran")
-    return report(regressions(values[0], values[1], factor), factor, against)
+    judged = judge(values[0], values[1], factor, samples)
+    print("\n" + "\n".join(judged.summary()), flush=True)
+    return report(judged.regressions, factor, against)
 
 
 def busy(record: dict[str, Any], when: str) -> int:

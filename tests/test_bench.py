@@ -67,6 +67,47 @@ def test_regressions_apply_the_factor_and_flag_new_failures():
     assert bench.report(found, 1.5, "HEAD~1") == 1 and bench.report([], 1.5, "HEAD~1") == 0
 
 
+def test_load_samples_pools_each_parameter_combination(tmp_path):
+    path = tmp_path / "machine" / f"{COMMIT[:8]}-existing.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"commit_hash": COMMIT, "version": 2, "result_columns": ["result", "params", "samples"],
+                                "results": {"k.S.time_s": [[0.01, 0.02], [["'a'", "'b'"]], [[0.01, 0.011], None]],
+                                            "k.R.time_r": [[0.5], [], [[0.5, 0.6, 0.4]]]}}))
+    assert bench.load_samples(tmp_path, COMMIT) == {"k.S.time_s('a')": [0.01, 0.011], "k.R.time_r": [0.5, 0.6, 0.4]}
+    assert bench.load_samples(tmp_path, "e" * 40) == {}
+
+
+def test_a_median_over_the_factor_fails_only_when_the_samples_show_the_slowdown():
+    quiet = [0.010, 0.011, 0.010, 0.012, 0.011, 0.010, 0.011, 0.010]
+    before = {"shifted": 0.0105, "one_outlier": 0.0105, "few": 1.0, "noise": 0.0105}
+    after = {"shifted": 0.0305, "one_outlier": 0.0200, "few": 1.6, "noise": 0.0200}
+    samples = ({"shifted": quiet, "one_outlier": quiet, "few": [1.0, 1.0], "noise": quiet},
+               {"shifted": [v + 0.02 for v in quiet], "one_outlier": quiet[:-1] + [0.3], "few": [1.6, 1.6],
+                # half the samples as quiet as REV's: the median moved, the samples do not say slower
+                "noise": [0.010, 0.011, 0.010, 0.011, 0.030, 0.031, 0.030, 0.032]})
+    judged = bench.judge(before, after, 1.5, samples)
+    assert [r.name for r in judged.regressions] == ["few", "shifted"]
+    shifted = judged.regressions[1]
+    assert shifted.p is not None and shifted.p < 0.001 and "samples slower" in shifted.describe()
+    assert judged.regressions[0].p is None and "medians alone" in judged.regressions[0].describe()
+    assert [r.name for r in judged.noise] == ["noise", "one_outlier"]
+    assert all(r.p is not None and r.p > bench.SHIFT_P for r in judged.noise)
+    assert judged.medians_only == ["few"] and set(judged.tested) == {"shifted", "one_outlier", "noise"}
+
+
+def test_the_gate_names_every_benchmark_it_did_not_judge_and_why():
+    before = {"ran": 1.0, "rev_failed": None, "gpu": math.nan, "rev_only": 1.0, "skipped_now": 1.0}
+    after = {"ran": 1.0, "rev_failed": 2.0, "gpu": math.nan, "new": 1.0, "skipped_now": math.nan}
+    judged = bench.judge(before, after, 1.5)
+    assert judged.not_judged == {"rev_failed": "failed on REV", "gpu": "skipped on both sides",
+                                 "rev_only": "only on REV", "new": "only on the working tree",
+                                 "skipped_now": "skipped on the working tree"}
+    lines = judged.summary()
+    assert "compared 1 benchmark(s)" in lines[0]
+    for name in ("rev_failed", "gpu", "rev_only", "new", "skipped_now"):
+        assert sum(f"not judged: {name} (" in line for line in lines) == 1
+
+
 def test_bad_revision_is_a_config_error():
     with pytest.raises(ConfigError, match="not a commit"):
         bench.resolve_rev(ROOT, "no-such-revision")

@@ -13,7 +13,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     parser.add_argument("--against", required=True, metavar="REV", help="commit to compare with, e.g. HEAD~1 or main")
     parser.add_argument("--factor", type=float, default=DEFAULT_FACTOR,
-                        help=f"after/before ratio that fails the gate (default: {DEFAULT_FACTOR}, from measured noise)")
+                        help=f"after/before median ratio that fails the gate when the samples agree "
+                        f"(default: {DEFAULT_FACTOR}; docs/benchmarks.md)")
     parser.add_argument("--bench", default=None, metavar="REGEX", help="only benchmarks matching REGEX (asv's -b)")
 
 
