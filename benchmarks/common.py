@@ -61,8 +61,11 @@ def build(task: H.TaskSpec, name: str, data: H.PairedData, device: torch.device)
 
 
 def train_step(task: H.TaskSpec, name: str, data: H.PairedData, device: torch.device) -> Callable[[], Any]:
-    """A zero-argument callable running one optimisation step on the first batch, warmed up."""
+    """A zero-argument callable running one optimisation step on the first batch, warmed up; NotImplementedError
+    (asv: skipped) for a method with no optimisation step (fitted in closed form, or nothing to train)."""
     method = build(task, name, data, device)
+    if not method.trains_by_gradient or not any(p.requires_grad for p in method.parameters()):
+        raise NotImplementedError(f"{name} has no optimisation step: it is fitted in closed form or not trained")
     train = task.methods[name].train
     optimizer = H.make_optimizer(method, train)
     step = H.make_step(method, optimizer, data["train"], device, train.grad_clip)
@@ -74,8 +77,11 @@ def train_step(task: H.TaskSpec, name: str, data: H.PairedData, device: torch.de
 
 
 def retrieval(task: H.TaskSpec, name: str, data: H.PairedData, device: torch.device) -> Callable[[], Any]:
-    """A zero-argument callable running whole-test retrieval (encode, score, rank) of ``name``."""
+    """A zero-argument callable running whole-test retrieval (encode, score, rank) of ``name``; a method fitted in
+    closed form is fitted on the training split first, as a run does."""
     method = build(task, name, data, device)
+    if not method.trains_by_gradient:
+        method.fit_closed_form(data["train"])
     batch = task.methods[name].train.eval_batch_size
     return lambda: H.evaluate(method, data["test"], task.metrics, device, batch)
 

@@ -59,11 +59,15 @@ def test_load_values_expands_parameters_like_asv_compare(tmp_path):
 def test_regressions_apply_the_factor_and_flag_new_failures():
     before = {"slower": 1.0, "noise": 1.0, "faster": 1.0, "broken": 1.0, "was_broken": None,
               "skipped": math.nan, "gone": 1.0}
-    after = {"slower": 1.6, "noise": 1.4, "faster": 0.2, "broken": None, "was_broken": 5.0,
+    # no samples: each is judged by its median alone, against the higher of the factor and MEDIAN_ALONE_FACTOR
+    after = {"slower": 2.1, "noise": 1.9, "faster": 0.2, "broken": None, "was_broken": 5.0,
              "skipped": 9.0, "new": 3.0}
     found = bench.regressions(before, after, factor=1.5)
+    assert bench.MEDIAN_ALONE_FACTOR == 2.0
     assert [r.name for r in found] == ["broken", "slower"]
-    assert "failed" in found[0].describe() and "1.60x" in found[1].describe()
+    assert "failed" in found[0].describe() and "2.10x" in found[1].describe()
+    assert [r.name for r in bench.regressions(before, after, factor=1.8)] == ["broken", "slower"]
+    assert [r.name for r in bench.regressions(before, after, factor=2.2)] == ["broken"]
     assert bench.report(found, 1.5, "HEAD~1") == 1 and bench.report([], 1.5, "HEAD~1") == 0
 
 
@@ -79,10 +83,11 @@ def test_load_samples_pools_each_parameter_combination(tmp_path):
 
 def test_a_median_over_the_factor_fails_only_when_the_samples_show_the_slowdown():
     quiet = [0.010, 0.011, 0.010, 0.012, 0.011, 0.010, 0.011, 0.010]
-    before = {"shifted": 0.0105, "one_outlier": 0.0105, "few": 1.0, "noise": 0.0105}
-    after = {"shifted": 0.0305, "one_outlier": 0.0200, "few": 1.6, "noise": 0.0200}
-    samples = ({"shifted": quiet, "one_outlier": quiet, "few": [1.0, 1.0], "noise": quiet},
-               {"shifted": [v + 0.02 for v in quiet], "one_outlier": quiet[:-1] + [0.3], "few": [1.6, 1.6],
+    before = {"shifted": 0.0105, "one_outlier": 0.0105, "few": 1.0, "few_within": 1.0, "noise": 0.0105}
+    after = {"shifted": 0.0305, "one_outlier": 0.0200, "few": 2.1, "few_within": 1.9, "noise": 0.0200}
+    samples = ({"shifted": quiet, "one_outlier": quiet, "few": [1.0, 1.0], "few_within": [1.0], "noise": quiet},
+               {"shifted": [v + 0.02 for v in quiet], "one_outlier": quiet[:-1] + [0.3], "few": [2.1, 2.1],
+                "few_within": [1.9],
                 # half the samples as quiet as REV's: the median moved, the samples do not say slower
                 "noise": [0.010, 0.011, 0.010, 0.011, 0.030, 0.031, 0.030, 0.032]})
     judged = bench.judge(before, after, 1.5, samples)
@@ -92,7 +97,8 @@ def test_a_median_over_the_factor_fails_only_when_the_samples_show_the_slowdown(
     assert judged.regressions[0].p is None and "medians alone" in judged.regressions[0].describe()
     assert [r.name for r in judged.noise] == ["noise", "one_outlier"]
     assert all(r.p is not None and r.p > bench.SHIFT_P for r in judged.noise)
-    assert judged.medians_only == ["few"] and set(judged.tested) == {"shifted", "one_outlier", "noise"}
+    assert judged.medians_only == ["few", "few_within"]  # 1.9x: within MEDIAN_ALONE_FACTOR
+    assert set(judged.tested) == {"shifted", "one_outlier", "noise"}
 
 
 def test_the_gate_names_every_benchmark_it_did_not_judge_and_why():

@@ -35,7 +35,10 @@ def test_rank_metrics(benchmark) -> None:
 @pytest.mark.parametrize("method", common.benchmark_methods())
 def test_train_step(benchmark, method: str) -> None:
     task = common.benchmark_task()
-    step = common.train_step(task, method, common.load_data(task), torch.device("cpu"))
+    try:
+        step = common.train_step(task, method, common.load_data(task), torch.device("cpu"))
+    except NotImplementedError as e:  # CCA (closed form), identity (nothing to train)
+        pytest.skip(str(e))
     with CpuPeakRSS() as rss:
         step()
     benchmark.extra_info["peak_rss_mib"] = rss.peak / MiB
