@@ -561,8 +561,9 @@ def _fit_threads(opts: runner.RunOptions) -> None:
     if not watch.auto:
         print(f"{busy}: torch trains with its {torch.get_num_threads()} thread(s) all the same, so the numbers are "
               f"those of a quiet machine; timings are marked [contended]. --threads N sets the threads, --threads "
-              f"auto trains with the {fewer} the other work leaves free (other numbers: docs/measurement.md).",
-              file=sys.stderr)
+              f"auto trains with the {fewer} the other work leaves free (other numbers); on a machine shared for "
+              "good, OMP_WAIT_POLICY=PASSIVE in the environment keeps contended steps steadier at a cost to quiet "
+              "ones (docs/measurement.md).", file=sys.stderr)
         return
     print(f"{busy}: --threads auto: torch trains with {fewer} thread(s) instead of {torch.get_num_threads()}, "
           "recorded in the result files; the thread count changes the numbers (docs/measurement.md). Timings taken "
