@@ -164,8 +164,12 @@ def run_gate(origin: Path, folder: Path, change: str | None) -> subprocess.Compl
             ot.write(change)
     git(repo, "commit", "-q", "-a", "--allow-empty", "-m", "change under test")
     env = {**os.environ, "PYTHONPATH": str(repo)}
-    return subprocess.run([sys.executable, "-m", "harness", "bench", "--against", "HEAD~1", "--bench", "Sinkhorn",
+    done = subprocess.run([sys.executable, "-m", "harness", "bench", "--against", "HEAD~1", "--bench", "Sinkhorn",
                            "--factor", str(FACTOR)], cwd=repo, env=env, capture_output=True, text=True, timeout=600)
+    if done.returncode == bench.BUSY:  # the gate refused to judge: other work kept a core busy
+        pytest.skip("the machine is busy with other work, so the gate gives no verdict: "
+                    + done.stdout.strip().splitlines()[-1])
+    return done
 
 
 @pytest.mark.slow
