@@ -223,13 +223,10 @@ def run_suite(side: Side, bench: str | None, append: bool) -> None:
     subprocess.run(cmd, env=env, check=False)
 
 
-def load_values(results: Path, commit: str) -> dict[str, float | None]:
-    """Every benchmark value recorded for ``commit`` under ``results`` (asv's result format v2).
-
-    Parameterised benchmarks expand to one entry per combination, named like asv's
-    compare does: ``name(p1, p2)``. None means the benchmark failed; NaN that it was skipped.
-    """
-    values: dict[str, float | None] = {}
+def _recorded(results: Path, commit: str, column: str) -> Iterator[tuple[str, Any]]:
+    """(name, value of ``column``) of every benchmark and parameter combination recorded for ``commit`` under
+    ``results`` (asv's result format v2), named like asv's compare does: ``name(p1, p2)``; the value is None where
+    the file has no such column for it."""
     for path in sorted(results.glob("*/*.json")):
         data = json.loads(path.read_text())
         if data.get("commit_hash") != commit or "results" not in data:
@@ -238,27 +235,20 @@ def load_values(results: Path, commit: str) -> dict[str, float | None]:
         for name, row in data["results"].items():
             entry = dict(zip(columns, row))
             combos = itertools.product(*entry.get("params") or [])
-            for combo, value in zip(combos, entry["result"] or itertools.repeat(None)):
-                values[f"{name}({', '.join(combo)})" if combo else name] = value
-    return values
+            for combo, value in zip(combos, entry.get(column) or itertools.repeat(None)):
+                yield (f"{name}({', '.join(combo)})" if combo else name), value
+
+
+def load_values(results: Path, commit: str) -> dict[str, float | None]:
+    """Every benchmark value recorded for ``commit`` under ``results``, parameterised benchmarks expanded to one
+    entry per combination (:func:`_recorded`). None means the benchmark failed; NaN that it was skipped."""
+    return dict(_recorded(results, commit, "result"))
 
 
 def load_samples(results: Path, commit: str) -> dict[str, list[float]]:
     """Every benchmark's samples recorded for ``commit`` under ``results`` (``asv run --record-samples``; passes
     appended), named as :func:`load_values` names them; a benchmark without samples is absent."""
-    samples: dict[str, list[float]] = {}
-    for path in sorted(results.glob("*/*.json")):
-        data = json.loads(path.read_text())
-        if data.get("commit_hash") != commit or "results" not in data:
-            continue
-        columns = data["result_columns"]
-        for name, row in data["results"].items():
-            entry = dict(zip(columns, row))
-            combos = itertools.product(*entry.get("params") or [])
-            for combo, found in zip(combos, entry.get("samples") or []):
-                if found:
-                    samples[f"{name}({', '.join(combo)})" if combo else name] = [float(v) for v in found]
-    return samples
+    return {name: [float(v) for v in found] for name, found in _recorded(results, commit, "samples") if found}
 
 
 def slower_p(before: list[float], after: list[float]) -> float | None:
