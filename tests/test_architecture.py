@@ -222,7 +222,8 @@ OTHER_JSON = {
     "harness/bench.py": "asv's results and its benchmark list",
     "harness/report/files.py": "the options a folder's tables were written with (tables.json)",
     "harness/report/plot.py": "a figure's record beside it (its caption and command)",
-    "harness/report/leaderboard.py": "a reference-table set's manifest (leaderboard.json)",
+    "harness/report/leaderboard.py": "a reference-table set's manifest (leaderboard.json), the table's record "
+                                     "(reference.json)",
     "harness/run/slurm.py": "a SLURM job's worker's reply (harness.worker --reply)",
 }
 

@@ -25,6 +25,7 @@ from harness.cli import (
     leaderboard,
     listing,
     plot,
+    readme,
     report,
     reproduce,
     rerun,
@@ -39,7 +40,7 @@ from harness.errors import ConfigError, RunError
 from harness.errors import report as report_error
 
 COMMANDS: tuple[ModuleType, ...] = (run, tune, leaderboard, rerun, listing, table, plot, clusters, ensemble, compare,
-                                    report, claims, reproduce, status, bench)
+                                    report, claims, readme, reproduce, status, bench)
 EXAMPLES = {command.NAME: command.EXAMPLE for command in COMMANDS}
 
 

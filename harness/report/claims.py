@@ -462,15 +462,14 @@ def _tuned(item: dict[str, Any], root: Path, rules: dict[str, Any], checkout: fr
     if board.SWAMP not in b.cells:
         return missing(f"{folder}: SwAMP has no tuned runs yet")
     try:
-        rival, chose = board.strongest(b)
+        rival = board.strongest(b)[0]
         trials = board.equal_budget(b, (board.SWAMP, *board.CONTRASTIVE))
     except ConfigError as err:
         return missing(str(err))
-    mine, theirs = b.cells[board.SWAMP], b.cells[rival]
-    common = sorted(set(mine.values) & set(theirs.values))
-    if len(common) < 2:
-        return missing(f"{folder}: SwAMP and {board.ROLES[rival]} share {len(common)} seed(s); the rule needs 2")
-    tested = stats.seed_significance(mine.values, theirs.values)  # the policy's test: paired t over the seeds
+    found = board.against_strongest(b)  # the policy's test: paired t over the seeds
+    if found is None:
+        return missing(f"{folder}: SwAMP and {board.ROLES[rival]} share fewer than 2 seeds; the rule needs 2")
+    tested, chose, mine, theirs = found.tested, found.chose, b.cells[board.SWAMP], b.cells[rival]
     what = (f"{metric} of SwAMP ({mine.method}@tuned) against {board.ROLES[rival]} ({theirs.method}@tuned), the "
             "strongest contrastive loss on validation (" + ", ".join(f"{board.ROLES[r]} {v:.2f}" for r, v in
                                                                        chose.items()) + ")")

@@ -204,6 +204,44 @@ def equal_budget(board: Board, roles: tuple[str, ...] | None = None) -> int:
     return budgets.pop() if budgets else 0
 
 
+@dataclass(frozen=True)
+class Against:
+    """SwAMP against a set's strongest contrastive loss on test: the rival chosen on validation, the validation
+    values that chose it, and the difference SwAMP minus the rival over the seeds both have (the significance
+    policy's test, :func:`harness.report.stats.seed_significance`)."""
+
+    rival: str
+    chose: dict[str, float]
+    tested: stats.Difference
+    seeds: list[int]
+    lower: bool  # the metric is a rank: a negative difference is SwAMP's gain
+
+    @property
+    def reading(self) -> str:
+        """'better', 'level' or 'worse': SwAMP's side of the rival where the test is significant at
+        :data:`stats.ALPHA`, else level."""
+        diff = self.tested.diff
+        if diff is None or diff == 0 or not self.tested.significant:
+            return "level"
+        return "better" if (diff < 0) == self.lower else "worse"
+
+
+def against_strongest(board: Board) -> Against | None:
+    """SwAMP minus the strongest contrastive loss (chosen on validation) on the set's test metric; None while either
+    has no tuned runs or they share fewer than 2 seeds."""
+    if SWAMP not in board.cells:
+        return None
+    try:
+        rival, chose = strongest(board)
+    except ConfigError:
+        return None
+    mine, theirs = board.cells[SWAMP].values, board.cells[rival].values
+    seeds = sorted(set(mine) & set(theirs))
+    if len(seeds) < 2:
+        return None
+    return Against(rival, chose, stats.seed_significance(mine, theirs), seeds, board.lower)
+
+
 def bold_rows(board: Board) -> set[str]:
     """The rows not significantly worse than the set's best row: the best (by mean), and every row whose test over
     seeds (the significance policy's, :func:`harness.report.stats.seed_significance`: the paired t-test over the
@@ -385,27 +423,13 @@ def render(boards: list[Board], found: dict[str, Any], compared: dict[str, Any],
     lines += ["", "## Budget and the strongest contrastive loss of each set", ""]
     for b in primary:
         lines.append(_budget_line(b))
-    lines += ["", "## Across sets", ""]
-    if "skipped" in found:
-        lines.append(f"Ranks: not computed ({found['skipped']}).")
-    else:
-        shown = ", ".join(f"{ROLES[r]} {found['mean_ranks'][r]:.2f}"
-                          for r in sorted(found["mean_ranks"], key=lambda r: found["mean_ranks"][r]))
-        cd = f"; Nemenyi critical difference {found['cd']:.2f} ranks" if found.get("cd") is not None else ""
-        lines.append(f"Mean ranks over {len(found['sets'])} sets and the {len(found['rows'])} methods every set has "
-                     f"(1: best): {shown}. Friedman test p {stats.p_text(found['p'], relation=True)}{cd} at α = "
-                     f"{found['alpha']:g} (autorank); two methods whose mean ranks differ by less than the critical "
-                     "difference are not told apart. The critical-difference diagram: [cd.png](cd.png).")
-    lines.append("")
-    if "skipped" in compared:
-        lines.append(f"Bayesian comparison: not computed ({compared['skipped']}).")
-    else:
-        rivals = ", ".join(f"{k}: {ROLES[v]}" for k, v in compared["rivals"].items())
-        lines.append(f"SwAMP against the strongest contrastive loss of each set ({rivals}), Bayesian hierarchical "
-                     f"model over {len(compared['sets'])} sets × {len(compared['seeds'])} seeds (baycomp; Benavoli et "
-                     f"al. 2017), equivalent within ±{compared['rope']:g} point: P(SwAMP better) = "
-                     f"{compared['p_better']:.3f}, P(equivalent) = {compared['p_equivalent']:.3f}, P(SwAMP worse) = "
-                     f"{compared['p_worse']:.3f}.")
+    lines += ["", "## SwAMP against the strongest contrastive loss, set by set", ""]
+    lines += [against_line(b) for b in boards]
+    lines += ["", "SwAMP minus the loss chosen on validation, on test, over the seeds both were trained with (mean "
+              "and 95% interval of the per-seed differences; better or worse: the paired t-test's p is below "
+              f"{stats.ALPHA:g}; level otherwise). The sets named with a metric are the claims ledger's second "
+              "metrics, tuned for that metric; they are not columns of the table.", "", "## Across sets", ""]
+    lines += across_lines(found, compared)
     head, rows = cost_rows(primary)
     lines += ["", "## Cost", "", tabulate(rows, head, tablefmt="github", disable_numparse=True), "",
               "trial-min: the summed minutes of the study's trials; step ms: the tuned runs' median training step "
@@ -414,6 +438,33 @@ def render(boards: list[Board], found: dict[str, Any], compared: dict[str, Any],
     machines = "; ".join(dict.fromkeys(b.hardware for b in primary if b.hardware))
     lines += ["", f"Hardware: {machines or 'unknown'}."]
     return "\n".join(lines) + "\n"
+
+
+def across_lines(found: dict[str, Any], compared: dict[str, Any], link_prefix: str = "") -> list[str]:
+    """The page's lines across sets: the mean ranks with the Friedman test (or why not), a blank line, the Bayesian
+    comparison (or why not); ``link_prefix`` is the table's folder as seen from the page that shows them."""
+    out: list[str] = []
+    if "skipped" in found:
+        out.append(f"Ranks: not computed ({found['skipped']}).")
+    else:
+        shown = ", ".join(f"{ROLES[r]} {found['mean_ranks'][r]:.2f}"
+                          for r in sorted(found["mean_ranks"], key=lambda r: found["mean_ranks"][r]))
+        cd = f"; Nemenyi critical difference {found['cd']:.2f} ranks" if found.get("cd") is not None else ""
+        out.append(f"Mean ranks over {len(found['sets'])} sets and the {len(found['rows'])} methods every set has "
+                   f"(1: best): {shown}. Friedman test p {stats.p_text(found['p'], relation=True)}{cd} at α = "
+                   f"{found['alpha']:g} (autorank); two methods whose mean ranks differ by less than the critical "
+                   f"difference are not told apart. The critical-difference diagram: [cd.png]({link_prefix}cd.png).")
+    out.append("")
+    if "skipped" in compared:
+        out.append(f"Bayesian comparison: not computed ({compared['skipped']}).")
+    else:
+        rivals = ", ".join(f"{k}: {ROLES[v]}" for k, v in compared["rivals"].items())
+        out.append(f"SwAMP against the strongest contrastive loss of each set ({rivals}), Bayesian hierarchical "
+                   f"model over {len(compared['sets'])} sets × {len(compared['seeds'])} seeds (baycomp; Benavoli et "
+                   f"al. 2017), equivalent within ±{compared['rope']:g} point: P(SwAMP better) = "
+                   f"{compared['p_better']:.3f}, P(equivalent) = {compared['p_equivalent']:.3f}, P(SwAMP worse) = "
+                   f"{compared['p_worse']:.3f}.")
+    return out
 
 
 def _budget_line(b: Board) -> str:
@@ -436,6 +487,28 @@ def _budget_line(b: Board) -> str:
             f"{f'; no cell: {missing}' if missing else ''}.")
 
 
+def against_line(b: Board) -> str:
+    """One set's answer: SwAMP minus its strongest contrastive loss on test, or why there is none yet."""
+    head = f"- **{b.label}** ({b.metric}{', lower is better' if b.lower else ''}): "
+    found = against_strongest(b)
+    if found is None:
+        return head + "not measured yet (SwAMP or the contrastive losses have no tuned runs on common seeds)."
+    t = found.tested
+    interval = f" [{t.ci[0]:+.2f}, {t.ci[1]:+.2f}]" if t.ci is not None else ""
+    p = "no test" if t.p is None else f"p {stats.p_text(t.p, relation=True)}"
+    return (head + f"SwAMP − {ROLES[found.rival]} = {t.diff:+.2f}{interval} ({t.how}, {p}): "
+            f"**{found.reading}**.")
+
+
+def _against_json(b: Board) -> dict[str, Any] | None:
+    found = against_strongest(b)
+    if found is None:
+        return None
+    t = found.tested
+    return {"rival": found.rival, "diff": t.diff, "ci": t.ci, "p": t.p, "test": t.test, "seeds": found.seeds,
+            "reading": found.reading}
+
+
 def summary(boards: list[Board], found: dict[str, Any], compared: dict[str, Any]) -> dict[str, Any]:
     """The numbers of the page, as ``reference.json`` holds them."""
     sets = {}
@@ -452,8 +525,15 @@ def summary(boards: list[Board], found: dict[str, Any], compared: dict[str, Any]
                           "mean": c.summary.mean, "ci": c.summary.ci, "bold": r in bolds, "val_best": c.val_best,
                           "trials": c.trials, "pruner": c.pruner, "trial_minutes": c.trial_minutes,
                           "step_ms": c.step_ms, "best": c.best} for r, c in b.cells.items()},
-            "missing": b.missing}
+            "missing": b.missing, "swamp_vs_strongest": _against_json(b)}
     return {"sets": sets, "ranks": {k: v for k, v in found.items() if not k.startswith("_")}, "bayes": compared}
+
+
+def recorded(root: Path) -> dict[str, Any]:
+    """The record ``write`` left under ``root`` (``reference.json``: the numbers of the page, the Bayesian comparison
+    among them); {} where none was written."""
+    path = Path(root) / "reference.json"
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
 
 
 def write(root: Path, command: str, with_bayes: bool = True) -> str:
