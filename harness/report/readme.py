@@ -52,7 +52,7 @@ def reference_section(root: Path) -> str:
            f"and the costs: [{prefix}reference.md]({prefix}reference.md). SwAMP against the strongest contrastive "
            "loss of each set (chosen on validation), on test:", ""]
     out += [lb.against_line(b) for b in boards]
-    out += [""] + lb.across_lines(found, compared, prefix)
+    out += ["", " ".join(line for line in lb.across_lines(found, compared, prefix) if line)]
     return "\n".join(out)
 
 
