@@ -206,6 +206,12 @@ def test_the_table_command_on_a_small_own_features_set(tmp_path, capsys):
         assert label in page
     assert page.rstrip("\n").endswith((out / "reference.md").read_text().rstrip("\n"))
     assert set(json.loads((out / "reference.json").read_text())["sets"]) == {"own_features_labels"}
+    # reproduce --reference re-makes every tuned run from its record and computes the table again: the same numbers
+    assert main(["reproduce", "--reference", str(out), "--out", str(tmp_path / "again"), "--allow-dirty",
+                 "--no-progress"]) == 0
+    shown = capsys.readouterr().out
+    assert "moved" not in shown and "rank order unchanged" in shown
+    assert "SwAMP − " in shown and shown.count(" same") >= 6  # 5 cells and SwAMP against the strongest loss
 
 
 # --- the ledger's verdicts: flagged runs and equal tuning ----------------------------------------------------------

@@ -1,8 +1,9 @@
 """``python -m harness reproduce --reference ROOT``: every tuned result file of the reference table's sets under ROOT
 run again from its recorded settings, seeds and threads into a scratch copy of ROOT (each keeps the study that chose
 its settings: the studies are not run again), the table computed from them, and each cell, each set's strongest
-contrastive loss and the mean ranks printed beside the committed ones. ``--write`` replaces the committed files and
-the table. Exit 1 when a set's strongest loss or a rank order moved.
+contrastive loss, SwAMP's difference from it and the mean ranks printed beside the committed ones. ``--write``
+replaces the committed files and the table. Exit 1 when a set's strongest loss, SwAMP's reading against it (better,
+level, worse) or a rank order moved.
 """
 from __future__ import annotations
 
@@ -39,7 +40,8 @@ def cmd(args: argparse.Namespace) -> int:
     new_ranks = leaderboard.ranks([b for b in again.values() if b.primary]).get("mean_ranks", {})
     order = [sorted(r, key=lambda k: r[k]) for r in (old_ranks, new_ranks)]
     moved += order[0] != order[1]
-    print(f"\n{len(rows)} cell(s) re-made in {(time.perf_counter() - started) / 60:.1f} min; rank order "
+    cells = sum(len(again[b.name].cells) for b in boards if b.name in again)
+    print(f"\n{cells} cell(s) re-made in {(time.perf_counter() - started) / 60:.1f} min; rank order "
           f"{'unchanged' if order[0] == order[1] else 'moved: ' + ' > '.join(order[1])}")
     if args.write:
         write_back(boards, root, scratch)
@@ -71,7 +73,9 @@ def remake(boards: list[leaderboard.Board], args: argparse.Namespace, root: Path
 
 
 def compared(boards: list[leaderboard.Board], again: dict[str, leaderboard.Board]) -> tuple[list[list[str]], int]:
-    """One row per cell, committed mean beside re-made mean; the number of sets whose strongest loss moved."""
+    """One row per cell, committed mean beside re-made mean, and one per set for SwAMP against its strongest
+    contrastive loss (the difference and its reading: better, level or worse); the number of sets whose strongest
+    loss or whose reading moved."""
     rows, moved = [], 0
     for b in boards:
         new = again.get(b.name)
@@ -83,7 +87,13 @@ def compared(boards: list[leaderboard.Board], again: dict[str, leaderboard.Board
                          "–" if other is None else f"{other.summary.mean:.2f}",
                          "–" if other is None else "same" if other.values == cell.values else "moved"])
         before, after = leaderboard.strongest(b)[0], leaderboard.strongest(new)[0]
-        moved += before != after
+        was, now = leaderboard.against_strongest(b), leaderboard.against_strongest(new)
+        if was is not None:
+            shown = [f"{a.tested.diff:+.2f} ({a.reading})" if a is not None and a.tested.diff is not None else "–"
+                     for a in (was, now)]
+            same = now is not None and now.rival == was.rival and now.reading == was.reading
+            rows.append([b.name, f"SwAMP − {leaderboard.ROLES[was.rival]}", *shown, "same" if same else "moved"])
+        moved += before != after or (was is not None and (now is None or now.reading != was.reading))
     return rows, moved
 
 
