@@ -117,6 +117,28 @@ def test_swamp_against_the_strongest_loss_reads_better_level_or_worse():
     assert "not measured yet" in lb.against_line(board("n", [cell("infonce", base, 1.0)]))
 
 
+def test_a_tie_on_validation_is_judged_against_the_least_favourable_tied_loss():
+    # a saturated validation metric: three losses at 100.00; list order would pick the max-violation hinge
+    b = board("s", [cell("max_violation", [97.0, 97.2, 96.8, 97.1, 96.9], 100.0),
+                    cell("sum", [99.0, 99.2, 98.9, 99.1, 99.0], 100.0),  # the best of the tied on test
+                    cell("infonce", [98.0, 98.1, 97.9, 98.2, 97.8], 100.0),
+                    cell("siglip", [99.9, 99.9, 99.9, 99.9, 99.9], 99.5),  # below on validation: not a candidate
+                    cell("swamp", [98.5, 98.6, 98.4, 98.7, 98.5], 100.0)])
+    assert lb.tied(b) == ["max_violation", "sum", "infonce"]
+    found = lb.against_strongest(b)
+    assert found is not None and found.rival == "sum" and found.tied == ("max_violation", "sum", "infonce")
+    assert found.tested.diff == pytest.approx(-0.5) and found.reading == "worse"
+    assert "a tie between max-violation hinge (VSE++), summed hinge, InfoNCE" in lb.render([b], {"skipped": "-"},
+                                                                                          {"skipped": "-"}, "cmd")
+    assert "validation tied" in lb.against_line(b)
+    ranks = board("r", [cell("infonce", [3, 3, 4], 2.0), cell("sum", [2, 2, 2], 2.0), cell("swamp", [2, 3, 3], 1.0)],
+                  metric="a2b/MedR")  # a rank: the least favourable is the lowest rank on test
+    assert lb.against_strongest(ranks).rival == "sum"
+    single = lb.against_strongest(board("u", [cell("infonce", [1, 2, 3], 9.0), cell("sum", [5, 6, 7], 8.0),
+                                              cell("swamp", [2, 3, 4], 1.0)]))
+    assert single is not None and single.rival == "infonce" and single.tied == ()  # validation decides
+
+
 def test_the_committed_reference_table_is_what_the_code_renders():
     root = ROOT / "results" / "reference"
     committed = (root / "reference.md").read_text(encoding="utf-8")

@@ -469,10 +469,12 @@ def _tuned(item: dict[str, Any], root: Path, rules: dict[str, Any], checkout: fr
     found = board.against_strongest(b)  # the policy's test: paired t over the seeds
     if found is None:
         return missing(f"{folder}: SwAMP and {board.ROLES[rival]} share fewer than 2 seeds; the rule needs 2")
+    rival = found.rival  # where validation ties several losses, the least favourable to SwAMP of them
     tested, chose, mine, theirs = found.tested, found.chose, b.cells[board.SWAMP], b.cells[rival]
-    what = (f"{metric} of SwAMP ({mine.method}@tuned) against {board.ROLES[rival]} ({theirs.method}@tuned), the "
-            "strongest contrastive loss on validation (" + ", ".join(f"{board.ROLES[r]} {v:.2f}" for r, v in
-                                                                       chose.items()) + ")")
+    values = ", ".join(f"{board.ROLES[r]} {v:.2f}" for r, v in chose.items())
+    which = (f"of the losses validation tied ({values}), the least favourable to SwAMP on test" if found.tied else
+             f"the strongest contrastive loss on validation ({values})")
+    what = f"{metric} of SwAMP ({mine.method}@tuned) against {board.ROLES[rival]} ({theirs.method}@tuned), {which}"
     diff = tested.diff if tested.diff is not None else math.nan
     verdict, why = difference_verdict(diff, tested.p, expect, alpha, what, tested.how)
     minutes = {r: c.trial_minutes for r, c in b.cells.items()

@@ -21,6 +21,7 @@ import contextlib
 import functools
 import io
 import json
+import math
 import statistics
 import tempfile
 import warnings
@@ -192,6 +193,14 @@ def strongest(board: Board, roles: tuple[str, ...] = CONTRASTIVE) -> tuple[str, 
     return pick, values
 
 
+def tied(board: Board, roles: tuple[str, ...] = CONTRASTIVE) -> list[str]:
+    """The contrastive losses whose studies' best validation values tie with the strongest's: the candidates that
+    validation cannot tell apart (a saturated metric, 100.00 for every loss, is the common case). One row when
+    validation decides."""
+    pick, values = strongest(board, roles)
+    return [r for r, v in values.items() if math.isclose(v, values[pick], rel_tol=1e-9, abs_tol=1e-9)]
+
+
 def equal_budget(board: Board, roles: tuple[str, ...] | None = None) -> int:
     """The trials every study of the set counted; ConfigError when the rows' budgets differ."""
     cells = [c for r, c in board.cells.items() if roles is None or r in roles]
@@ -215,6 +224,7 @@ class Against:
     tested: stats.Difference
     seeds: list[int]
     lower: bool  # the metric is a rank: a negative difference is SwAMP's gain
+    tied: tuple[str, ...] = ()  # the losses validation could not tell apart, where more than one
 
     @property
     def reading(self) -> str:
@@ -228,18 +238,27 @@ class Against:
 
 def against_strongest(board: Board) -> Against | None:
     """SwAMP minus the strongest contrastive loss (chosen on validation) on the set's test metric; None while either
-    has no tuned runs or they share fewer than 2 seeds."""
+    has no tuned runs or they share fewer than 2 seeds. Where validation ties several losses (:func:`tied`), SwAMP
+    is compared with each and the least favourable to SwAMP is the answer: a claim that SwAMP beats contrastive
+    learning must hold against every loss validation could not rule out, and list order must not pick the rival."""
     if SWAMP not in board.cells:
         return None
     try:
-        rival, chose = strongest(board)
+        chose = strongest(board)[1]
+        candidates = tied(board)
     except ConfigError:
         return None
-    mine, theirs = board.cells[SWAMP].values, board.cells[rival].values
-    seeds = sorted(set(mine) & set(theirs))
-    if len(seeds) < 2:
+    found = []
+    for rival in candidates:
+        mine, theirs = board.cells[SWAMP].values, board.cells[rival].values
+        seeds = sorted(set(mine) & set(theirs))
+        if len(seeds) >= 2:
+            found.append(Against(rival, chose, stats.seed_significance(mine, theirs), seeds, board.lower,
+                                 tuple(candidates) if len(candidates) > 1 else ()))
+    if not found:
         return None
-    return Against(rival, chose, stats.seed_significance(mine, theirs), seeds, board.lower)
+    sign = -1.0 if board.lower else 1.0  # SwAMP's gain: a higher value, or a lower rank
+    return min(found, key=lambda a: sign * (a.tested.diff if a.tested.diff is not None else math.inf))
 
 
 def bold_rows(board: Board) -> set[str]:
@@ -324,7 +343,8 @@ def bayes(boards: list[Board], rope: float = ROPE, seed: int = 0, samples: int =
         return {"skipped": f"{len(usable)} set(s) with SwAMP and a contrastive loss: the comparison needs 2 or more"}
     pairs, seeds = [], None
     for b in usable:
-        rival = strongest(b)[0]
+        found = against_strongest(b)
+        rival = found.rival if found is not None else strongest(b)[0]
         common = sorted(set(b.cells[SWAMP].values) & set(b.cells[rival].values))
         seeds = common if seeds is None else seeds
         if common != seeds or len(common) < 2:
@@ -477,8 +497,16 @@ def _budget_line(b: Board) -> str:
     seeds = sorted({s for c in b.cells.values() for s in c.values})
     try:
         rival, values = strongest(b)
-        chosen = (f"strongest contrastive loss (validation): {ROLES[rival]} ("
-                  + ", ".join(f"{ROLES[r]} {v:.2f}" for r, v in values.items()) + ")")
+        shown = ", ".join(f"{ROLES[r]} {v:.2f}" for r, v in values.items())
+        ties = tied(b)
+        if len(ties) > 1:
+            found = against_strongest(b)
+            least = f"; SwAMP is compared with the least favourable to it on test, {ROLES[found.rival]}" \
+                if found else ""
+            chosen = (f"strongest contrastive loss (validation): a tie between {', '.join(ROLES[r] for r in ties)} "
+                      f"({shown}){least}")
+        else:
+            chosen = f"strongest contrastive loss (validation): {ROLES[rival]} ({shown})"
     except ConfigError:
         chosen = "no contrastive loss tuned yet"
     missing = "; ".join(f"{ROLES[r]}: {why}" for r, why in b.missing.items())
@@ -496,7 +524,9 @@ def against_line(b: Board) -> str:
     t = found.tested
     interval = f" [{t.ci[0]:+.2f}, {t.ci[1]:+.2f}]" if t.ci is not None else ""
     p = "no test" if t.p is None else f"p {stats.p_text(t.p, relation=True)}"
-    return (head + f"SwAMP − {ROLES[found.rival]} = {t.diff:+.2f}{interval} ({t.how}, {p}): "
+    tie = (f"; validation tied {', '.join(ROLES[r] for r in found.tied)}, the least favourable to SwAMP shown"
+           if found.tied else "")
+    return (head + f"SwAMP − {ROLES[found.rival]} = {t.diff:+.2f}{interval} ({t.how}, {p}{tie}): "
             f"**{found.reading}**.")
 
 
@@ -506,7 +536,7 @@ def _against_json(b: Board) -> dict[str, Any] | None:
         return None
     t = found.tested
     return {"rival": found.rival, "diff": t.diff, "ci": t.ci, "p": t.p, "test": t.test, "seeds": found.seeds,
-            "reading": found.reading}
+            "reading": found.reading, "tied_on_validation": list(found.tied)}
 
 
 def summary(boards: list[Board], found: dict[str, Any], compared: dict[str, Any]) -> dict[str, Any]:
