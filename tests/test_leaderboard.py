@@ -131,6 +131,9 @@ def test_a_tie_on_validation_is_judged_against_the_least_favourable_tied_loss():
     assert "a tie between max-violation hinge (VSE++), summed hinge, InfoNCE" in lb.render([b], {"skipped": "-"},
                                                                                           {"skipped": "-"}, "cmd")
     assert "validation tied" in lb.against_line(b)
+    record = lb.summary([b], {"skipped": "-"}, {"skipped": "-"})["sets"]["s"]
+    assert record["strongest_contrastive"] == ["max_violation", "sum", "infonce"]  # the tie, not list order's pick
+    assert record["swamp_vs_strongest"]["rival"] == "sum"
     ranks = board("r", [cell("infonce", [3, 3, 4], 2.0), cell("sum", [2, 2, 2], 2.0), cell("swamp", [2, 3, 3], 1.0)],
                   metric="a2b/MedR")  # a rank: the least favourable is the lowest rank on test
     assert lb.against_strongest(ranks).rival == "sum"
@@ -151,6 +154,10 @@ def test_the_committed_reference_table_is_what_the_code_renders():
     assert lb.render(boards, lb.ranks(primary), recorded["bayes"], command) == committed, \
         "results/reference/reference.md is stale: python -m harness leaderboard --out results/reference"
     assert set(recorded["sets"]) == {b.name for b in boards}
+    for b in boards:
+        if any(r in b.cells for r in lb.CONTRASTIVE):
+            assert recorded["sets"][b.name]["strongest_contrastive"] == lb.tied(b), \
+                "results/reference/reference.json is stale: python -m harness leaderboard --out results/reference"
 
 
 @pytest.mark.slow  # samples a Stan model (minutes the first time: pystan compiles it)
@@ -313,3 +320,17 @@ def test_a_collapsed_baseline_is_marked_and_refused_without_a_reason(tmp_path):
     assert "reason stated" in line.shown_verdict() and not any("flagged_ok" in m for m in claims.check([line]))
     with pytest.raises(ConfigError, match="flagged_ok: must say why"):
         judged({"flagged_ok": "  "})
+
+
+def test_reproduce_reference_counts_a_changed_tie_as_moved():
+    from harness.remake import reference as remake
+    swamp = cell("swamp", [98.5, 98.6, 98.4], 100.0)
+    tie = [cell("max_violation", [97.0, 97.2, 96.8], 100.0), cell("sum", [99.0, 99.2, 98.9], 100.0),
+           cell("infonce", [98.0, 98.1, 97.9], 99.0), swamp]
+    assert remake.compared([board("s", tie)], {"s": board("s", tie)})[1] == 0  # the same cells: nothing moved
+    # InfoNCE now ties on validation too: list order still picks the max-violation hinge and the answer's rival
+    # (the summed hinge) and reading stay, but the losses validation cannot tell apart changed
+    wider = [*tie[:2], cell("infonce", [98.0, 98.1, 97.9], 100.0), swamp]
+    rows, moved = remake.compared([board("s", tie)], {"s": board("s", wider)})
+    assert moved == 1
+    assert rows[-1][1] == "SwAMP − summed hinge" and rows[-1][-1] == "same"

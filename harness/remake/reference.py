@@ -75,7 +75,7 @@ def remake(boards: list[leaderboard.Board], args: argparse.Namespace, root: Path
 def compared(boards: list[leaderboard.Board], again: dict[str, leaderboard.Board]) -> tuple[list[list[str]], int]:
     """One row per cell, committed mean beside re-made mean, and one per set for SwAMP against its strongest
     contrastive loss (the difference and its reading: better, level or worse); the number of sets whose strongest
-    loss or whose reading moved."""
+    loss (or, on a tie, the losses validation could not tell apart) or whose reading moved."""
     rows, moved = [], 0
     for b in boards:
         new = again.get(b.name)
@@ -86,7 +86,7 @@ def compared(boards: list[leaderboard.Board], again: dict[str, leaderboard.Board
             rows.append([b.name, leaderboard.ROLES[role], f"{cell.summary.mean:.2f}",
                          "–" if other is None else f"{other.summary.mean:.2f}",
                          "–" if other is None else "same" if other.values == cell.values else "moved"])
-        before, after = leaderboard.strongest(b)[0], leaderboard.strongest(new)[0]
+        before, after = leaderboard.tied(b), leaderboard.tied(new)  # the strongest loss, or the losses tied
         was, now = leaderboard.against_strongest(b), leaderboard.against_strongest(new)
         if was is not None:
             shown = [f"{a.tested.diff:+.2f} ({a.reading})" if a is not None and a.tested.diff is not None else "–"

@@ -419,13 +419,8 @@ def _difference(base: dict[str, Any], claim: dict[str, Any], spec: dict[str, Any
     verdict, why = difference_verdict(diff, tested.p, expect, alpha, f"{metric} of {spec['of']} against {spec['to']}",
                                       tested.how)
     paper = _paper(claim, "pp") if isinstance(claim.get("paper"), (int, float)) else _paper(claim)
-    return Line(**base, paper=paper, ours=f"{diff:+.2f}", interval=_interval(tested.ci), verdict=verdict, why=why,
-                hardware=_hardware(of), evidence=str(folder), value=diff)
-
-
-def _interval(ci: tuple[float, float] | None) -> str:
-    """A difference's interval as the ledger writes it ('[+0.12, +1.34]'); '' without a finite one."""
-    return f"[{ci[0]:+.2f}, {ci[1]:+.2f}]" if ci and all(math.isfinite(c) for c in ci) else ""
+    return Line(**base, paper=paper, ours=f"{diff:+.2f}", interval=stats.interval_text(tested.ci), verdict=verdict,
+                why=why, hardware=_hardware(of), evidence=str(folder), value=diff)
 
 
 def difference_verdict(diff: float, p: float | None, expect: str, alpha: float, what: str,
@@ -462,13 +457,14 @@ def _tuned(item: dict[str, Any], root: Path, rules: dict[str, Any], checkout: fr
     if board.SWAMP not in b.cells:
         return missing(f"{folder}: SwAMP has no tuned runs yet")
     try:
-        rival = board.strongest(b)[0]
+        candidates = board.tied(b)
         trials = board.equal_budget(b, (board.SWAMP, *board.CONTRASTIVE))
     except ConfigError as err:
         return missing(str(err))
     found = board.against_strongest(b)  # the policy's test: paired t over the seeds
     if found is None:
-        return missing(f"{folder}: SwAMP and {board.ROLES[rival]} share fewer than 2 seeds; the rule needs 2")
+        return missing(f"{folder}: SwAMP and {' or '.join(board.ROLES[r] for r in candidates)} share fewer than 2 "
+                       "seeds; the rule needs 2")
     rival = found.rival  # where validation ties several losses, the least favourable to SwAMP of them
     tested, chose, mine, theirs = found.tested, found.chose, b.cells[board.SWAMP], b.cells[rival]
     values = ", ".join(f"{board.ROLES[r]} {v:.2f}" for r, v in chose.items())
@@ -483,8 +479,9 @@ def _tuned(item: dict[str, Any], root: Path, rules: dict[str, Any], checkout: fr
                                               if minutes else "")
     why += "; trial-min: " + ", ".join(f"{board.ROLES[r]} {m:.1f}" for r, m in minutes.items())
     used = mine.results + theirs.results
-    return Tuned(verdict=verdict, ours=f"{diff:+.2f}", interval=_interval(tested.ci), rival=board.ROLES[rival],
-                 budget=budget, why=why, freshness=fr.combine(fr.judge(r, checkout) for r in used), value=diff, **base)
+    return Tuned(verdict=verdict, ours=f"{diff:+.2f}", interval=stats.interval_text(tested.ci),
+                 rival=board.ROLES[rival], budget=budget, why=why,
+                 freshness=fr.combine(fr.judge(r, checkout) for r in used), value=diff, **base)
 
 
 def _value(base: dict[str, Any], claim: dict[str, Any], spec: dict[str, Any], results: list[dict[str, Any]],

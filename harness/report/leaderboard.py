@@ -522,7 +522,7 @@ def against_line(b: Board) -> str:
     if found is None:
         return head + "not measured yet (SwAMP or the contrastive losses have no tuned runs on common seeds)."
     t = found.tested
-    interval = f" [{t.ci[0]:+.2f}, {t.ci[1]:+.2f}]" if t.ci is not None else ""
+    interval = f" {shown}" if (shown := stats.interval_text(t.ci)) else ""
     p = "no test" if t.p is None else f"p {stats.p_text(t.p, relation=True)}"
     tie = (f"; validation tied {', '.join(ROLES[r] for r in found.tied)}, the least favourable to SwAMP shown"
            if found.tied else "")
@@ -544,13 +544,13 @@ def summary(boards: list[Board], found: dict[str, Any], compared: dict[str, Any]
     sets = {}
     for b in boards:
         try:
-            rival: str | None = strongest(b)[0]
+            rivals = tied(b)  # one loss where validation decides; every tied loss where it cannot
         except ConfigError:
-            rival = None
+            rivals = []
         bolds = bold_rows(b)
         sets[b.name] = {
             "task": b.manifest.get("task"), "metric": b.metric, "primary": b.primary, "hardware": b.hardware,
-            "strongest_contrastive": rival,
+            "strongest_contrastive": rivals,
             "cells": {r: {"method": c.method, "values": {str(k): v for k, v in sorted(c.values.items())},
                           "mean": c.summary.mean, "ci": c.summary.ci, "bold": r in bolds, "val_best": c.val_best,
                           "trials": c.trials, "pruner": c.pruner, "trial_minutes": c.trial_minutes,

@@ -365,6 +365,11 @@ def significance(runs: Sequence[Mapping[str, Any]], reference: Sequence[Mapping[
     return Difference(BOOTSTRAP, paired.diff, boot.p if boot else None, boot.ci if boot else None, 1, paired)
 
 
+def interval_text(ci: tuple[float, float] | None) -> str:
+    """A difference's interval as every table and the ledger write it ('[+0.12, +1.34]'); '' without a finite one."""
+    return f"[{ci[0]:+.2f}, {ci[1]:+.2f}]" if ci and all(math.isfinite(c) for c in ci) else ""
+
+
 def p_text(p: float, relation: bool = False) -> str:
     """A p-value as every table and the ledger write it: '0.012', '<0.001' below 0.001; with ``relation``,
     '= 0.012' or '< 0.001' (to follow a 'p')."""
