@@ -322,6 +322,43 @@ def test_a_collapsed_baseline_is_marked_and_refused_without_a_reason(tmp_path):
         judged({"flagged_ok": "  "})
 
 
+def test_a_tuned_verdict_on_collapsed_runs_is_marked_and_refused_without_a_reason(tmp_path):
+    folder = _tuned_set(tmp_path)
+    runs = folder / "own_features_labels"
+    for path in (runs / "contrastive@tuned").glob("seed*.json"):  # the rival (InfoNCE) collapsed in every seed
+        data = json.loads(path.read_text())
+        data["collapse"] = {"signal": "chance", "from_epoch": 1, "to_epoch": 9, "at_best_epoch": True}
+        path.write_text(json.dumps(data))
+    for path in (runs / "swamp@tuned").glob("seed*.json"):  # SwAMP far ahead: the tuned verdict says it holds
+        data = json.loads(path.read_text())
+        data["metrics"]["a2b/class_mAP"] = 90.0 + data["seed"] / 10
+        path.write_text(json.dumps(data))
+
+    def judged(tuned: dict) -> claims.Line:
+        item = {"results": "results/reference/wiki", "verdict": "reproduced",
+                "difference": {"of": "swamp@tuned", "to": "contrastive@tuned", "metric": "a2b/class_mAP",
+                               "expect": "higher"},
+                "tuned": {"results": "results/reference/wiki", "verdict": "reproduced", **tuned}}
+        ledger = tmp_path / "claims" / "ledger.yaml"
+        ledger.parent.mkdir(exist_ok=True)
+        ledger.write_text(yaml.safe_dump({"paper": "t", "claims": [{"id": "c", "claim": "SwAMP wins",
+                                                                     "evidence": [item]}]}))
+        (line,) = claims.judge(ledger, tmp_path)
+        return line
+
+    t = judged({}).tuned
+    assert t is not None and t.verdict == "reproduced" and t.flags == "InfoNCE collapsed 3/3"
+    assert t.shown().endswith("vs InfoNCE [InfoNCE collapsed 3/3]")
+    assert any("under equal tuning): its verdict 'reproduced' rests on tuned runs that InfoNCE collapsed 3/3" in m
+               for m in claims.check([judged({})]))
+    line = judged({"flagged_ok": "the rival recovered after its slow start"})
+    assert "reason stated" in line.tuned.shown() and not any("tuned runs that" in m for m in claims.check([line]))
+    with pytest.raises(ConfigError, match="tuned: flagged_ok: must say why"):
+        judged({"flagged_ok": " "})
+    page = lb.render([lb.load_set(folder)], {"skipped": "-"}, {"skipped": "-"}, "cmd")
+    assert "[collapsed 3/3; warned 3/3]" in page and "[warned j/n]" in page  # the table marks the cell too
+
+
 def test_reproduce_reference_counts_a_changed_tie_as_moved():
     from harness.remake import reference as remake
     swamp = cell("swamp", [98.5, 98.6, 98.4], 100.0)
@@ -334,3 +371,13 @@ def test_reproduce_reference_counts_a_changed_tie_as_moved():
     rows, moved = remake.compared([board("s", tie)], {"s": board("s", wider)})
     assert moved == 1
     assert rows[-1][1] == "SwAMP − summed hinge" and rows[-1][-1] == "same"
+
+
+def test_the_budget_line_names_the_rows_a_primary_set_does_not_declare():
+    cells = [cell("infonce", [1, 2, 3], 9.0), cell("swamp", [2, 3, 4], 1.0)]
+    page = lb.render([board("p", cells)], {"skipped": "-"}, {"skipped": "-"}, "cmd")
+    assert "no row for max-violation hinge (VSE++), summed hinge, SigLIP, SwAMP + InfoNCE, CCA, no training " \
+           "(identity): the task does not declare them" in page
+    second = board("m", cells, metric="a2b/MedR")
+    second.manifest["primary"] = False  # a second metric's rows are chosen with --rows: nothing to say
+    assert "no row for" not in lb.render([second], {"skipped": "-"}, {"skipped": "-"}, "cmd")

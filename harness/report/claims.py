@@ -72,15 +72,24 @@ class Tuned:
     evidence: str  # the set's folder
     freshness: fr.Freshness | None = None
     value: float | None = None  # the difference ``ours`` writes
+    flags: str = ""  # tuned runs of SwAMP or the rival that collapsed or were warned: 'SwAMP collapsed 5/5'
+    flagged_ok: str = ""  # why the ledger lets this verdict rest on them (its tuned: flagged_ok:)
 
     @property
     def state(self) -> str:
         return self.freshness.state if self.freshness is not None else ""
 
     def shown(self) -> str:
-        """'not reproduced: −0.97 vs InfoNCE', marked when its runs are not fresh."""
+        """'not reproduced: −0.97 vs InfoNCE', marked when its runs are not fresh and when they collapsed or were
+        warned ('... [SwAMP collapsed 5/5]')."""
         mark = f" ({self.state})" if self.state and self.state != fr.FRESH else ""
-        return f"{self.verdict}{mark}: {self.ours} vs {self.rival}" if self.ours != "–" else self.verdict
+        flagged = f" [{self.flags}{'; reason stated' if self.flagged_ok else ''}]" if self.flags else ""
+        return f"{self.verdict}{mark}: {self.ours} vs {self.rival}{flagged}" if self.ours != "–" else self.verdict
+
+    @property
+    def refused_flags(self) -> bool:
+        """The rule of :attr:`Line.refused_flags`, applied to the tuned runs."""
+        return bool(self.flags) and not self.flagged_ok and self.verdict in (REPRODUCED, DIRECTION)
 
 
 @dataclass(frozen=True)
@@ -175,6 +184,9 @@ def load(path: Path) -> dict[str, Any]:
                 if not isinstance(tuned, dict) or not tuned.get("results") or tuned.get("verdict") not in VERDICTS:
                     raise ConfigError(f"{where} ({claim['id']}) evidence[{j}]: tuned: needs results: (a reference-"
                                       f"table set) and verdict: among {', '.join(VERDICTS)}")
+                if "flagged_ok" in tuned and not (isinstance(tuned["flagged_ok"], str) and tuned["flagged_ok"].strip()):
+                    raise ConfigError(f"{where} ({claim['id']}) evidence[{j}]: tuned: flagged_ok: must say why the "
+                                      "verdict may rest on tuned runs that collapsed or were warned (one sentence)")
     return data
 
 
@@ -237,13 +249,17 @@ def evidence_runs(results: list[dict[str, Any]], item: dict[str, Any]) -> list[d
 def flags(item: dict[str, Any], runs: list[dict[str, Any]]) -> str:
     """The evidence's runs that recorded a collapse (any seed) or settings warned as not fitting their data:
     'contrastive collapsed 5/5; swamp settings warned 5/5' ('' when none)."""
-    out = []
-    for name in sorted(run_names(item)):
-        mine = [r for r in runs if r["run_name"] == name]
-        collapsed = sum(1 for r in mine if r.get("collapse"))
-        warned = sum(1 for r in mine if r.get("warnings"))
-        out += [f"{name} collapsed {collapsed}/{len(mine)}"] * bool(collapsed)
-        out += [f"{name} settings warned {warned}/{len(mine)}"] * bool(warned)
+    return "; ".join(filter(None, (flag_text(name, [r for r in runs if r["run_name"] == name])
+                                   for name in sorted(run_names(item)))))
+
+
+def flag_text(name: str, runs: list[dict[str, Any]]) -> str:
+    """'swamp collapsed 2/5; swamp settings warned 5/5' for one run's seeds: those that recorded a collapse (any
+    epoch) and those whose settings were warned as not fitting their data; '' when none."""
+    collapsed = sum(1 for r in runs if r.get("collapse"))
+    warned = sum(1 for r in runs if r.get("warnings"))
+    out = [f"{name} collapsed {collapsed}/{len(runs)}"] * bool(collapsed)
+    out += [f"{name} settings warned {warned}/{len(runs)}"] * bool(warned)
     return "; ".join(out)
 
 
@@ -266,6 +282,9 @@ def check(lines: list[Line]) -> list[str]:
         if t is not None and t.verdict != t.recorded:
             messages.append(f"{line.claim_id} ({t.evidence}, under equal tuning): the ledger records {t.recorded!r}, "
                             f"the results now give {t.verdict!r} ({t.why})")
+        if t is not None and t.refused_flags:
+            messages.append(f"{line.claim_id} ({t.evidence}, under equal tuning): its verdict {t.verdict!r} rests "
+                            f"on tuned runs that {t.flags}; say under tuned: flagged_ok: in the ledger why it may")
         if t is not None and t.freshness is not None and t.state != fr.FRESH:
             messages.append(f"{line.claim_id} ({t.evidence}, under equal tuning): its tuned runs are {t.state}: "
                             f"{t.freshness.why(limit=20)}; make the set again (python -m harness leaderboard)")
@@ -479,9 +498,11 @@ def _tuned(item: dict[str, Any], root: Path, rules: dict[str, Any], checkout: fr
                                               if minutes else "")
     why += "; trial-min: " + ", ".join(f"{board.ROLES[r]} {m:.1f}" for r, m in minutes.items())
     used = mine.results + theirs.results
+    flagged = "; ".join(filter(None, (flag_text(board.ROLES[r], b.cells[r].results) for r in (board.SWAMP, rival))))
     return Tuned(verdict=verdict, ours=f"{diff:+.2f}", interval=stats.interval_text(tested.ci),
                  rival=board.ROLES[rival], budget=budget, why=why,
-                 freshness=fr.combine(fr.judge(r, checkout) for r in used), value=diff, **base)
+                 freshness=fr.combine(fr.judge(r, checkout) for r in used), value=diff, flags=flagged,
+                 flagged_ok=str(item["tuned"].get("flagged_ok", "")), **base)
 
 
 def _value(base: dict[str, Any], claim: dict[str, Any], spec: dict[str, Any], results: list[dict[str, Any]],
@@ -525,6 +546,9 @@ def cmd(args: argparse.Namespace) -> int:
             print(f"    its runs: {line.flags}" + (f" [reason stated: {line.flagged_ok}]" if line.flagged_ok else ""))
         if line.tuned is not None:
             print(f"    under equal tuning ({line.tuned.evidence}): {line.tuned.verdict}: {line.tuned.why}")
+            if line.tuned.flags:
+                print(f"    its tuned runs: {line.tuned.flags}"
+                      + (f" [reason stated: {line.tuned.flagged_ok}]" if line.tuned.flagged_ok else ""))
     stale = [line for line in lines if line.freshness is not None and line.state != fr.FRESH]
     if stale:
         print("\nEvidence that is not fresh against this checkout (docs/claims.md, 'Evidence and code'):")

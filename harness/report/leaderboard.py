@@ -33,7 +33,7 @@ from tabulate import tabulate
 
 from harness.config.spec import lower_is_better
 from harness.errors import ConfigError
-from harness.report import model, stats
+from harness.report import accuracy, model, stats
 from harness.run import contention
 from harness.store.io import write_json_atomic, write_text_atomic
 from harness.store.schema import load_results
@@ -386,7 +386,7 @@ def _cell_text(cell: Cell, bold: bool) -> str:
     half = f" ± {(s.ci[1] - s.ci[0]) / 2:.2f}" if s.ci is not None else ""
     n = f" (n={s.n})" if s.n < 5 else ""
     text = f"{s.mean:.2f}{half}{n}"
-    return f"**{text}**" if bold else text
+    return (f"**{text}**" if bold else text) + accuracy.collapse_flag(cell.results)
 
 
 def table_rows(boards: list[Board], found: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
@@ -440,6 +440,11 @@ def render(boards: list[Board], found: dict[str, Any], compared: dict[str, Any],
                  f"interval over seeds ((n=k): fewer than 5 seeds). Bold: not significantly below the column's best "
                  f"(paired t over seeds, α = {stats.ALPHA:g}). – : the method does not apply to the set, or has no "
                  "results yet (below).")
+    if any(r.get("collapse") for b in primary for c in b.cells.values() for r in c.results):
+        lines += ["", "[warned j/n]: in j of a cell's n tuned runs a collapse signal (a loss term at its collapsed "
+                  "value, or validation at chance) held for the task's collapse patience and the run warned; "
+                  "[collapsed k/n]: in k of them it still held at the selected epoch, whose model the cell reports. "
+                  "The result files' `collapse` entry says which signal and when."]
     lines += ["", "## Budget and the strongest contrastive loss of each set", ""]
     for b in primary:
         lines.append(_budget_line(b))
@@ -510,9 +515,11 @@ def _budget_line(b: Board) -> str:
     except ConfigError:
         chosen = "no contrastive loss tuned yet"
     missing = "; ".join(f"{ROLES[r]}: {why}" for r, why in b.missing.items())
+    undeclared = ", ".join(ROLES[r] for r in ROLES if b.primary and r not in b.manifest.get("rows", {}))
     return (f"- **{b.label}** ({b.manifest.get('task')}, {b.metric}): {budget}, pruning {', '.join(pruners) or '–'}"
             f"{f' (pruned: {pruned})' if pruned else ''}; seeds {', '.join(map(str, seeds)) or '–'}; {chosen}"
-            f"{f'; no cell: {missing}' if missing else ''}.")
+            f"{f'; no cell: {missing}' if missing else ''}"
+            f"{f'; no row for {undeclared}: the task does not declare them' if undeclared else ''}.")
 
 
 def against_line(b: Board) -> str:
