@@ -348,7 +348,7 @@ def test_a_tuned_verdict_on_collapsed_runs_is_marked_and_refused_without_a_reaso
 
     t = judged({}).tuned
     assert t is not None and t.verdict == "reproduced" and t.flags == "InfoNCE collapsed 3/3"
-    assert t.shown().endswith("vs InfoNCE [InfoNCE collapsed 3/3]")
+    assert t.shown().endswith(f"vs InfoNCE {t.interval} [InfoNCE collapsed 3/3]") and t.interval
     assert any("under equal tuning): its verdict 'reproduced' rests on tuned runs that InfoNCE collapsed 3/3" in m
                for m in claims.check([judged({})]))
     line = judged({"flagged_ok": "the rival recovered after its slow start"})

@@ -80,11 +80,13 @@ class Tuned:
         return self.freshness.state if self.freshness is not None else ""
 
     def shown(self) -> str:
-        """'not reproduced: −0.97 vs InfoNCE', marked when its runs are not fresh and when they collapsed or were
-        warned ('... [SwAMP collapsed 5/5]')."""
+        """'not reproduced: −0.97 vs InfoNCE [−1.80, −0.14]', marked when its runs are not fresh and when they
+        collapsed or were warned ('... [SwAMP collapsed 5/5]')."""
         mark = f" ({self.state})" if self.state and self.state != fr.FRESH else ""
         flagged = f" [{self.flags}{'; reason stated' if self.flagged_ok else ''}]" if self.flags else ""
-        return f"{self.verdict}{mark}: {self.ours} vs {self.rival}{flagged}" if self.ours != "–" else self.verdict
+        interval = f" {self.interval}" if self.interval else ""
+        return f"{self.verdict}{mark}: {self.ours} vs {self.rival}{interval}{flagged}" if self.ours != "–" \
+            else self.verdict
 
     @property
     def refused_flags(self) -> bool:
@@ -305,7 +307,7 @@ def render(lines: list[Line], fmt: str = "simple", link_prefix: str = "") -> str
         elif t.verdict == NOT_MEASURED:  # its set is not made yet: named, not linked
             tuned = f"{t.verdict} ({t.evidence})"
         else:
-            tuned = f"{t.shown()} {t.interval} ({t.budget}; {_link(t.evidence, fmt, link_prefix)})"
+            tuned = f"{t.shown()} ({t.budget}; {_link(t.evidence, fmt, link_prefix)})"
         rows.append([line.claim, line.paper, ours, line.shown_verdict(), tuned, line.hardware or "–", evidence, state])
     header = ["claim", "paper", "ours (95% CI or range)", "verdict (as published)",
               "under equal tuning: SwAMP − the strongest contrastive loss", "hardware", "evidence", "evidence is"]

@@ -324,7 +324,7 @@ def ledger_rows(folders: list[Path], sets: list[ResultSet], fmt: str) -> tuple[l
              "interval": line.interval, "verdict": line.shown_verdict() if fmt == "html" else line.verdict,
              "flags": line.flags + ("; reason stated: " + line.flagged_ok if line.flagged_ok else ""),
              "tuned": Cell(EMPTY) if line.tuned is None else
-             Cell(f"{line.tuned.shown()} {line.tuned.interval}".strip(), line.tuned.value),
+             Cell(line.tuned.shown(), line.tuned.value),
              "tuned_budget": "" if line.tuned is None else line.tuned.budget,
              "tuned_why": "" if line.tuned is None else line.tuned.why,
              "why": line.why + (f"; evidence {line.state}: {line.freshness.why(4)}" if fmt == "html" and
