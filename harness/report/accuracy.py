@@ -219,15 +219,20 @@ def collapse_flag(runs: list[dict[str, Any]]) -> str:
     return f" [{'; '.join(parts)}]" if records else ""
 
 
+def collapse_note(runs: str = "the n seeds", reports: str = "the row") -> str:
+    """The footnote that explains :func:`collapse_flag`'s marks, for a table whose marked entries are ``runs`` (n of
+    them) and whose selected model ``reports`` shows."""
+    return (f"[warned j/n]: in j of {runs} a collapse signal (a loss term at its collapsed value, or the validation "
+            "selection metric at chance) held for `collapse_patience` epochs in a row and the run warned; "
+            f"[collapsed k/n]: in k of them it held at the selected epoch, whose model {reports} reports. The result "
+            "files' `collapse` entry says which signal and when.")
+
+
 def accuracy_footnote(results: list[dict[str, Any]], reference: str | None, test_stat: str | None = None) -> list[str]:
     """Lines explaining the collapse flag, the markers and the test columns under the accuracy table."""
     lines = []
     if any(r.get("collapse") for r in results):
-        lines.append("[warned j/n]: in j of the n seeds a collapse signal (a loss term at its collapsed value, or the "
-                     "validation selection metric at chance) held for `collapse_patience` epochs in a row and the run "
-                     "warned; [collapsed k/n]: in k of them it held at the selected epoch, "
-                     "whose model the row reports. "
-                     "The result files' `collapse` entry says which signal and when.")
+        lines.append(collapse_note())
     if any((r.get("floor") or {}).get("below") for r in results):
         kinds = sorted({r["floor"]["kind"] for r in results if (r.get("floor") or {}).get("below")})
         what = " or ".join({"identity": "the features' own cosine without training (identity)",

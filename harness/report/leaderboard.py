@@ -441,10 +441,7 @@ def render(boards: list[Board], found: dict[str, Any], compared: dict[str, Any],
                  f"(paired t over seeds, α = {stats.ALPHA:g}). – : the method does not apply to the set, or has no "
                  "results yet (below).")
     if any(r.get("collapse") for b in primary for c in b.cells.values() for r in c.results):
-        lines += ["", "[warned j/n]: in j of a cell's n tuned runs a collapse signal (a loss term at its collapsed "
-                  "value, or validation at chance) held for the task's collapse patience and the run warned; "
-                  "[collapsed k/n]: in k of them it still held at the selected epoch, whose model the cell reports. "
-                  "The result files' `collapse` entry says which signal and when."]
+        lines += ["", accuracy.collapse_note("a cell's n tuned runs", "the cell")]
     lines += ["", "## Budget and the strongest contrastive loss of each set", ""]
     for b in primary:
         lines.append(_budget_line(b))
