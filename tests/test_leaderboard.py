@@ -16,6 +16,7 @@ from harness.config import spec as specs
 from harness.errors import ConfigError
 from harness.report import claims, stats
 from harness.report import leaderboard as lb
+from harness.report.accuracy import collapse_flag
 from harness.store.schema import load_results
 from harness.tune import leaderboard as tune_lb
 from tests.conftest import ROOT, write_task
@@ -313,13 +314,26 @@ def test_a_collapsed_baseline_is_marked_and_refused_without_a_reason(tmp_path):
         return line
 
     line = judged({})
-    assert line.flags == "contrastive collapsed 5/5" and line.verdict == "reproduced"
-    assert "[contrastive collapsed 5/5]" in line.shown_verdict()
-    assert any("rests on runs that contrastive collapsed 5/5" in m and "flagged_ok" in m for m in claims.check([line]))
+    # every seed recorded the collapse; in 2 of the 5 it still held at the selected epoch (the accuracy table's marks)
+    assert line.flags == "contrastive collapsed 2/5, collapse warned 5/5" and line.verdict == "reproduced"
+    assert "[contrastive collapsed 2/5, collapse warned 5/5]" in line.shown_verdict()
+    assert any("rests on flagged runs (contrastive collapsed 2/5, collapse warned 5/5)" in m and "flagged_ok" in m
+               for m in claims.check([line]))
     line = judged({"flagged_ok": "the paper's baseline as published"})
     assert "reason stated" in line.shown_verdict() and not any("flagged_ok" in m for m in claims.check([line]))
     with pytest.raises(ConfigError, match="flagged_ok: must say why"):
         judged({"flagged_ok": "  "})
+
+
+def test_the_ledger_marks_runs_in_the_accuracy_tables_terms():
+    slow = {"signal": "chance", "from_epoch": 1, "to_epoch": 12, "at_best_epoch": False}  # a slow start, recovered
+    held = {"signal": "plateau:loss", "from_epoch": 30, "to_epoch": 60, "at_best_epoch": True}
+    runs = [{"collapse": slow}, {"collapse": held}, {"collapse": None}, {"collapse": slow, "warnings": ["K"]}]
+    assert claims.flag_text("SwAMP", runs) == "SwAMP collapsed 1/4, collapse warned 3/4; SwAMP settings warned 1/4"
+    assert claims.flag_text("SwAMP", runs[:1] + runs[2:3]) == "SwAMP collapse warned 1/2"  # never "collapsed"
+    assert claims.flag_text("SwAMP", [{"collapse": None}, {}]) == ""
+    # the cell of the table says the same of the same runs
+    assert collapse_flag(runs) == " [collapsed 1/4; warned 3/4]"
 
 
 def test_a_tuned_verdict_on_collapsed_runs_is_marked_and_refused_without_a_reason(tmp_path):
@@ -347,12 +361,13 @@ def test_a_tuned_verdict_on_collapsed_runs_is_marked_and_refused_without_a_reaso
         return line
 
     t = judged({}).tuned
-    assert t is not None and t.verdict == "reproduced" and t.flags == "InfoNCE collapsed 3/3"
-    assert t.shown().endswith(f"vs InfoNCE {t.interval} [InfoNCE collapsed 3/3]") and t.interval
-    assert any("under equal tuning): its verdict 'reproduced' rests on tuned runs that InfoNCE collapsed 3/3" in m
+    flags = "InfoNCE collapsed 3/3, collapse warned 3/3"
+    assert t is not None and t.verdict == "reproduced" and t.flags == flags
+    assert t.shown().endswith(f"vs InfoNCE {t.interval} [{flags}]") and t.interval
+    assert any(f"under equal tuning): its verdict 'reproduced' rests on flagged tuned runs ({flags})" in m
                for m in claims.check([judged({})]))
     line = judged({"flagged_ok": "the rival recovered after its slow start"})
-    assert "reason stated" in line.tuned.shown() and not any("tuned runs that" in m for m in claims.check([line]))
+    assert "reason stated" in line.tuned.shown() and not any("flagged tuned runs" in m for m in claims.check([line]))
     with pytest.raises(ConfigError, match="tuned: flagged_ok: must say why"):
         judged({"flagged_ok": " "})
     page = lb.render([lb.load_set(folder)], {"skipped": "-"}, {"skipped": "-"}, "cmd")

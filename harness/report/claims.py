@@ -72,7 +72,7 @@ class Tuned:
     evidence: str  # the set's folder
     freshness: fr.Freshness | None = None
     value: float | None = None  # the difference ``ours`` writes
-    flags: str = ""  # tuned runs of SwAMP or the rival that collapsed or were warned: 'SwAMP collapsed 5/5'
+    flags: str = ""  # tuned runs of SwAMP or the rival that collapsed or were warned: 'SwAMP collapse warned 5/5'
     flagged_ok: str = ""  # why the ledger lets this verdict rest on them (its tuned: flagged_ok:)
 
     @property
@@ -81,7 +81,7 @@ class Tuned:
 
     def shown(self) -> str:
         """'not reproduced: −0.97 vs InfoNCE [−1.80, −0.14]', marked when its runs are not fresh and when they
-        collapsed or were warned ('... [SwAMP collapsed 5/5]')."""
+        collapsed or were warned ('... [SwAMP collapse warned 5/5]')."""
         mark = f" ({self.state})" if self.state and self.state != fr.FRESH else ""
         flagged = f" [{self.flags}{'; reason stated' if self.flagged_ok else ''}]" if self.flags else ""
         interval = f" {self.interval}" if self.interval else ""
@@ -110,7 +110,7 @@ class Line:
     evidence: str  # the results folder ('' when not measured)
     freshness: fr.Freshness | None = None  # the evidence's runs against the checkout (None: not measured)
     accepted: str = ""  # why the ledger accepts this evidence though it is not fresh (its `stale_ok:`)
-    flags: str = ""  # runs of the evidence that collapsed or whose settings were warned: 'contrastive collapsed 5/5'
+    flags: str = ""  # the evidence's flagged runs: 'contrastive collapsed 2/5, collapse warned 5/5'
     flagged_ok: str = ""  # why the ledger lets a verdict rest on flagged runs (its `flagged_ok:`)
     tuned: Tuned | None = None  # the same difference under an equal tuning budget (its `tuned:`)
     value: float | None = None  # the number ``ours`` writes (a ratio, a difference, a mean)
@@ -123,7 +123,7 @@ class Line:
 
     def shown_verdict(self) -> str:
         """The verdict, marked when its evidence is not fresh (``reproduced (stale)``) and when its runs collapsed or
-        were warned (``reproduced [contrastive collapsed 5/5; reason stated]``)."""
+        were warned (``reproduced [contrastive collapsed 2/5, collapse warned 5/5; reason stated]``)."""
         out = self.verdict
         if self.freshness is not None and self.state != fr.FRESH:
             out += f" ({self.state}{', accepted' if self.accepted else ''})"
@@ -250,17 +250,21 @@ def evidence_runs(results: list[dict[str, Any]], item: dict[str, Any]) -> list[d
 
 def flags(item: dict[str, Any], runs: list[dict[str, Any]]) -> str:
     """The evidence's runs that recorded a collapse (any seed) or settings warned as not fitting their data:
-    'contrastive collapsed 5/5; swamp settings warned 5/5' ('' when none)."""
+    'contrastive collapsed 2/5, collapse warned 5/5; swamp settings warned 5/5' ('' when none)."""
     return "; ".join(filter(None, (flag_text(name, [r for r in runs if r["run_name"] == name])
                                    for name in sorted(run_names(item)))))
 
 
 def flag_text(name: str, runs: list[dict[str, Any]]) -> str:
-    """'swamp collapsed 2/5; swamp settings warned 5/5' for one run's seeds: those that recorded a collapse (any
-    epoch) and those whose settings were warned as not fitting their data; '' when none."""
-    collapsed = sum(1 for r in runs if r.get("collapse"))
+    """'contrastive collapsed 2/5, collapse warned 5/5; swamp settings warned 5/5' for one run's seeds, in the
+    accuracy tables' terms (:func:`harness.report.accuracy.collapse_flag`): the seeds whose collapse signal held at
+    the selected epoch, those that recorded one at all (a slow start at chance included), and those whose settings
+    were warned as not fitting their data; '' when none."""
+    records = [r["collapse"] for r in runs if r.get("collapse")]
+    at_best = sum(1 for c in records if c.get("at_best_epoch", True))
     warned = sum(1 for r in runs if r.get("warnings"))
-    out = [f"{name} collapsed {collapsed}/{len(runs)}"] * bool(collapsed)
+    collapse = [f"collapsed {at_best}/{len(runs)}"] * bool(at_best) + [f"collapse warned {len(records)}/{len(runs)}"]
+    out = [f"{name} {', '.join(collapse)}"] * bool(records)
     out += [f"{name} settings warned {warned}/{len(runs)}"] * bool(warned)
     return "; ".join(out)
 
@@ -278,15 +282,16 @@ def check(lines: list[Line]) -> list[str]:
                             f"{line.freshness.why(limit=20)}; re-make it (python -m harness reproduce "
                             f"{line.claim_id} --write), or say under stale_ok: in the ledger why it may stand")
         if line.refused_flags:
-            messages.append(f"{line.claim_id} ({line.evidence}): its verdict {line.verdict!r} rests on runs that "
-                            f"{line.flags}; say under flagged_ok: in the ledger why it may, or judge it on other runs")
+            messages.append(f"{line.claim_id} ({line.evidence}): its verdict {line.verdict!r} rests on flagged runs "
+                            f"({line.flags}); say under flagged_ok: in the ledger why it may, or judge it on other "
+                            "runs")
         t = line.tuned
         if t is not None and t.verdict != t.recorded:
             messages.append(f"{line.claim_id} ({t.evidence}, under equal tuning): the ledger records {t.recorded!r}, "
                             f"the results now give {t.verdict!r} ({t.why})")
         if t is not None and t.refused_flags:
             messages.append(f"{line.claim_id} ({t.evidence}, under equal tuning): its verdict {t.verdict!r} rests "
-                            f"on tuned runs that {t.flags}; say under tuned: flagged_ok: in the ledger why it may")
+                            f"on flagged tuned runs ({t.flags}); say under tuned: flagged_ok: in the ledger why it may")
         if t is not None and t.freshness is not None and t.state != fr.FRESH:
             messages.append(f"{line.claim_id} ({t.evidence}, under equal tuning): its tuned runs are {t.state}: "
                             f"{t.freshness.why(limit=20)}; make the set again (python -m harness leaderboard)")
