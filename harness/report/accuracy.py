@@ -210,13 +210,19 @@ def floor_flag(runs: list[dict[str, Any]]) -> str:
         (f" [epoch 0 {untrained}/{len(runs)}]" if untrained else "")
 
 
+def collapse_counts(runs: list[dict[str, Any]]) -> tuple[int, int]:
+    """(k, j): of the run's seeds, the k whose recorded collapse (:mod:`harness.run.collapse`) held at the selected
+    epoch and the j that recorded one at all (k <= j)."""
+    records = [r["collapse"] for r in runs if r.get("collapse")]
+    return sum(1 for c in records if c.get("at_best_epoch", True)), len(records)
+
+
 def collapse_flag(runs: list[dict[str, Any]]) -> str:
     """' [warned j/n]' when j of the run's n seeds recorded a collapse (:mod:`harness.run.collapse`), with
     ' [collapsed k/n; warned j/n]' when in k of them it held at the selected epoch; else ''."""
-    records = [r["collapse"] for r in runs if r.get("collapse")]
-    at_best = sum(1 for c in records if c.get("at_best_epoch", True))
-    parts = [f"collapsed {at_best}/{len(runs)}"] * bool(at_best) + [f"warned {len(records)}/{len(runs)}"]
-    return f" [{'; '.join(parts)}]" if records else ""
+    at_best, recorded = collapse_counts(runs)
+    parts = [f"collapsed {at_best}/{len(runs)}"] * bool(at_best) + [f"warned {recorded}/{len(runs)}"]
+    return f" [{'; '.join(parts)}]" if recorded else ""
 
 
 def collapse_note(runs: str = "the n seeds", reports: str = "the row") -> str:

@@ -45,9 +45,9 @@ import yaml
 from tabulate import tabulate
 
 from harness.errors import ConfigError
+from harness.report import accuracy, model, stats
 from harness.report import freshness as fr
 from harness.report import leaderboard as board
-from harness.report import model, stats
 from harness.store.schema import load_results
 
 REPRODUCED, DIRECTION, NOT_REPRODUCED, NOT_MEASURED = "reproduced", "direction only", "not reproduced", \
@@ -260,11 +260,10 @@ def flag_text(name: str, runs: list[dict[str, Any]]) -> str:
     accuracy tables' terms (:func:`harness.report.accuracy.collapse_flag`): the seeds whose collapse signal held at
     the selected epoch, those that recorded one at all (a slow start at chance included), and those whose settings
     were warned as not fitting their data; '' when none."""
-    records = [r["collapse"] for r in runs if r.get("collapse")]
-    at_best = sum(1 for c in records if c.get("at_best_epoch", True))
+    at_best, recorded = accuracy.collapse_counts(runs)
     warned = sum(1 for r in runs if r.get("warnings"))
-    collapse = [f"collapsed {at_best}/{len(runs)}"] * bool(at_best) + [f"collapse warned {len(records)}/{len(runs)}"]
-    out = [f"{name} {', '.join(collapse)}"] * bool(records)
+    collapse = [f"collapsed {at_best}/{len(runs)}"] * bool(at_best) + [f"collapse warned {recorded}/{len(runs)}"]
+    out = [f"{name} {', '.join(collapse)}"] * bool(recorded)
     out += [f"{name} settings warned {warned}/{len(runs)}"] * bool(warned)
     return "; ".join(out)
 
