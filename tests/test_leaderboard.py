@@ -143,6 +143,31 @@ def test_a_tie_on_validation_is_judged_against_the_least_favourable_tied_loss():
     assert single is not None and single.rival == "infonce" and single.tied == ()  # validation decides
 
 
+def test_swamp_against_each_loss_shows_how_much_the_answer_leans_on_the_choice():
+    rng = np.random.default_rng(3)
+    base = list(60 + rng.normal(0, 1.0, 5))
+    noise = rng.normal(0, 0.2, 5)
+    b = board("s", [cell("max_violation", [v - 5 for v in base], 50.0),  # SwAMP clearly above it
+                    cell("infonce", [v + 3 for v in base], 70.0),  # chosen on validation; SwAMP clearly below
+                    cell("siglip", [v + e for v, e in zip(base, rng.normal(0, 0.2, 5))], 65.0),  # level
+                    cell("swamp", [v + e for v, e in zip(base, noise)], 60.0)])
+    each = {a.rival: a for a in lb.against_each(b)}
+    assert list(each) == ["max_violation", "infonce", "siglip"]  # the family's order; no study of the summed hinge
+    assert each["max_violation"].tested.diff == pytest.approx(5.0 + noise.mean())
+    assert [each[r].reading for r in each] == ["better", "worse", "level"]
+    assert each["infonce"].tested.diff == lb.against_strongest(b).tested.diff  # the chosen one is the verdict
+    line = lb.each_line(b)
+    assert line is not None and "InfoNCE (chosen) -3." in line and "max-violation hinge (VSE++) +5." in line
+    assert "(validation 50.00)" in line and line.endswith("the reading depends on the rival.")
+    page = lb.render([b], {"skipped": "-"}, {"skipped": "-"}, "cmd")
+    assert "## Had validation chosen another loss" in page and line in page
+    record = lb.summary([b], {"skipped": "-"}, {"skipped": "-"})["sets"]["s"]["swamp_vs_each"]
+    assert set(record) == set(each) and record["siglip"]["reading"] == "level"
+    alike = board("a", [cell("infonce", [v + 3 for v in base], 70.0), cell("swamp", base, 60.0)])
+    assert lb.each_line(alike).endswith("the same reading against every loss (worse).")
+    assert lb.against_each(board("n", [cell("infonce", base, 1.0)])) == [] and lb.each_line(board("n", [])) is None
+
+
 def test_the_committed_reference_table_is_what_the_code_renders():
     root = ROOT / "results" / "reference"
     committed = (root / "reference.md").read_text(encoding="utf-8")

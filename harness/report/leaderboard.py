@@ -236,6 +236,16 @@ class Against:
         return "better" if (diff < 0) == self.lower else "worse"
 
 
+def _against(board: Board, rival: str, chose: dict[str, float], candidates: list[str]) -> Against | None:
+    """SwAMP minus ``rival`` on the set's test metric over the seeds both have; None under 2 common seeds."""
+    mine, theirs = board.cells[SWAMP].values, board.cells[rival].values
+    seeds = sorted(set(mine) & set(theirs))
+    if len(seeds) < 2:
+        return None
+    return Against(rival, chose, stats.seed_significance(mine, theirs), seeds, board.lower,
+                   tuple(candidates) if len(candidates) > 1 else ())
+
+
 def against_strongest(board: Board) -> Against | None:
     """SwAMP minus the strongest contrastive loss (chosen on validation) on the set's test metric; None while either
     has no tuned runs or they share fewer than 2 seeds. Where validation ties several losses (:func:`tied`), SwAMP
@@ -248,17 +258,21 @@ def against_strongest(board: Board) -> Against | None:
         candidates = tied(board)
     except ConfigError:
         return None
-    found = []
-    for rival in candidates:
-        mine, theirs = board.cells[SWAMP].values, board.cells[rival].values
-        seeds = sorted(set(mine) & set(theirs))
-        if len(seeds) >= 2:
-            found.append(Against(rival, chose, stats.seed_significance(mine, theirs), seeds, board.lower,
-                                 tuple(candidates) if len(candidates) > 1 else ()))
+    found = [a for rival in candidates if (a := _against(board, rival, chose, candidates)) is not None]
     if not found:
         return None
     sign = -1.0 if board.lower else 1.0  # SwAMP's gain: a higher value, or a lower rank
     return min(found, key=lambda a: sign * (a.tested.diff if a.tested.diff is not None else math.inf))
+
+
+def against_each(board: Board) -> list[Against]:
+    """SwAMP minus every contrastive loss of the set with tuned runs, in the family's order: how the answer would read
+    had validation chosen another rival (on a small validation split one or two items can decide the choice). Not
+    a verdict: the verdict is :func:`against_strongest`'s."""
+    if SWAMP not in board.cells:
+        return []
+    chose = {r: float(c.val_best) for r, c in board.cells.items() if r in CONTRASTIVE and c.val_best is not None}
+    return [a for r in CONTRASTIVE if r in board.cells and (a := _against(board, r, chose, [])) is not None]
 
 
 def bold_rows(board: Board) -> set[str]:
@@ -450,7 +464,13 @@ def render(boards: list[Board], found: dict[str, Any], compared: dict[str, Any],
     lines += ["", "SwAMP minus the loss chosen on validation, on test, over the seeds both were trained with (mean "
               "and 95% interval of the per-seed differences; better or worse: the paired t-test's p is below "
               f"{stats.ALPHA:g}; level otherwise). The sets named with a metric are the claims ledger's second "
-              "metrics, tuned for that metric; they are not columns of the table.", "", "## Across sets", ""]
+              "metrics, tuned for that metric; they are not columns of the table.", "",
+              "## Had validation chosen another loss", ""]
+    lines += [line for b in boards if (line := each_line(b)) is not None]
+    lines += ["", "SwAMP minus each contrastive loss of the set on test, as above, with the loss's best validation "
+              "value from its study; (chosen): the loss validation chose, whose difference is the verdict. The other "
+              "differences are not verdicts (choosing the rival on test would favour whichever side the test split "
+              "does); they say how much the answer leans on the choice.", "", "## Across sets", ""]
     lines += across_lines(found, compared)
     head, rows = cost_rows(primary)
     lines += ["", "## Cost", "", tabulate(rows, head, tablefmt="github", disable_numparse=True), "",
@@ -534,6 +554,27 @@ def against_line(b: Board) -> str:
             f"**{found.reading}**.")
 
 
+def each_line(b: Board) -> str | None:
+    """One set's SwAMP minus each contrastive loss on test, the rival chosen on validation marked; None without
+    SwAMP's runs."""
+    found = against_each(b)
+    if not found:
+        return None
+    try:
+        chosen = set(tied(b))
+    except ConfigError:  # no loss has a study's validation value: none was chosen
+        chosen = set()
+    parts = []
+    for a in found:
+        t = a.tested
+        val = f"validation {a.chose[a.rival]:.2f}" if a.rival in a.chose else "no study"
+        parts.append(f"{ROLES[a.rival]}{' (chosen)' if a.rival in chosen else ''} {t.diff:+.2f}, {a.reading} ({val})")
+    readings = {a.reading for a in found}
+    robust = (f"the same reading against every loss ({found[0].reading})" if len(readings) == 1 else
+              "the reading depends on the rival")
+    return f"- **{b.label}** ({b.metric}): " + "; ".join(parts) + f": {robust}."
+
+
 def _against_json(b: Board) -> dict[str, Any] | None:
     found = against_strongest(b)
     if found is None:
@@ -559,7 +600,9 @@ def summary(boards: list[Board], found: dict[str, Any], compared: dict[str, Any]
                           "mean": c.summary.mean, "ci": c.summary.ci, "bold": r in bolds, "val_best": c.val_best,
                           "trials": c.trials, "pruner": c.pruner, "trial_minutes": c.trial_minutes,
                           "step_ms": c.step_ms, "best": c.best} for r, c in b.cells.items()},
-            "missing": b.missing, "swamp_vs_strongest": _against_json(b)}
+            "missing": b.missing, "swamp_vs_strongest": _against_json(b),
+            "swamp_vs_each": {a.rival: {"diff": a.tested.diff, "ci": a.tested.ci, "p": a.tested.p,
+                                        "reading": a.reading} for a in against_each(b)}}
     return {"sets": sets, "ranks": {k: v for k, v in found.items() if not k.startswith("_")}, "bayes": compared}
 
 
