@@ -359,6 +359,10 @@ def test_the_ledger_marks_runs_in_the_accuracy_tables_terms():
     assert claims.flag_text("SwAMP", [{"collapse": None}, {}]) == ""
     # the cell of the table says the same of the same runs
     assert collapse_flag(runs) == " [collapsed 1/4; warned 3/4]"
+    # refused: a verdict that says the claim holds, on flagged runs, without a reason; nothing else
+    assert claims.refuses("reproduced", "x", "") and claims.refuses("direction only", "x", "")
+    assert not claims.refuses("not reproduced", "x", "") and not claims.refuses("reproduced", "x", "why")
+    assert not claims.refuses("reproduced", "", "")
 
 
 def test_a_tuned_verdict_on_collapsed_runs_is_marked_and_refused_without_a_reason(tmp_path):

@@ -58,6 +58,12 @@ RULES = {"alpha": stats.ALPHA, "ratio_tolerance": 2.0, "value_tolerance": 1.0}  
 _EVIDENCE_KINDS = ("ratio", "difference", "value", "not_measured")
 
 
+def refuses(verdict: str, flags: str, flagged_ok: str) -> bool:
+    """Whether a verdict that says the claim holds (reproduced, direction only) rests on flagged runs without a
+    stated reason: ``claims --check`` refuses it."""
+    return bool(flags) and not flagged_ok and verdict in (REPRODUCED, DIRECTION)
+
+
 @dataclass(frozen=True)
 class Tuned:
     """A difference judged again under an equal tuning budget: SwAMP against the set's strongest contrastive loss."""
@@ -90,8 +96,8 @@ class Tuned:
 
     @property
     def refused_flags(self) -> bool:
-        """The rule of :attr:`Line.refused_flags`, applied to the tuned runs."""
-        return bool(self.flags) and not self.flagged_ok and self.verdict in (REPRODUCED, DIRECTION)
+        """The rule of :func:`refuses`, applied to the tuned runs."""
+        return refuses(self.verdict, self.flags, self.flagged_ok)
 
 
 @dataclass(frozen=True)
@@ -133,8 +139,8 @@ class Line:
 
     @property
     def refused_flags(self) -> bool:
-        """Whether a verdict that says the claim holds rests on flagged runs without a stated reason."""
-        return bool(self.flags) and not self.flagged_ok and self.verdict in (REPRODUCED, DIRECTION)
+        """The rule of :func:`refuses`, applied to the evidence's runs."""
+        return refuses(self.verdict, self.flags, self.flagged_ok)
 
 
 def load(path: Path) -> dict[str, Any]:
