@@ -568,7 +568,8 @@ def each_line(b: Board) -> str | None:
     for a in found:
         t = a.tested
         val = f"validation {a.chose[a.rival]:.2f}" if a.rival in a.chose else "no study"
-        parts.append(f"{ROLES[a.rival]}{' (chosen)' if a.rival in chosen else ''} {t.diff:+.2f}, {a.reading} ({val})")
+        diff = "–" if t.diff is None else f"{t.diff:+.2f}"
+        parts.append(f"{ROLES[a.rival]}{' (chosen)' if a.rival in chosen else ''} {diff}, {a.reading} ({val})")
     readings = {a.reading for a in found}
     robust = (f"the same reading against every loss ({found[0].reading})" if len(readings) == 1 else
               "the reading depends on the rival")
