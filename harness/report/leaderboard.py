@@ -182,11 +182,16 @@ def load_boards(root: Path) -> list[Board]:
     return [load_set(p.parent) for p in sorted(root.glob(f"*/{MANIFEST}"))]
 
 
+def validation_values(board: Board, roles: tuple[str, ...] = CONTRASTIVE) -> dict[str, float]:
+    """Each of ``roles``' rows with a study: its best trial's value on the validation split, in ``roles``' order."""
+    return {r: float(v) for r in roles if r in board.cells and (v := board.cells[r].val_best) is not None}
+
+
 def strongest(board: Board, roles: tuple[str, ...] = CONTRASTIVE) -> tuple[str, dict[str, float]]:
     """The strongest contrastive loss of a set, chosen on validation (never on test): the row among ``roles`` whose
     study's best trial scored best on the validation split; and every candidate's validation value that chose it.
     ConfigError when no candidate has a study."""
-    values = {r: float(v) for r in roles if r in board.cells and (v := board.cells[r].val_best) is not None}
+    values = validation_values(board, roles)
     if not values:
         raise ConfigError(f"{board.folder}: no contrastive loss of {', '.join(roles)} has a tuned result yet")
     pick = functools.reduce(lambda a, b: b if board.better(values[b], values[a]) else a, values)
@@ -271,7 +276,7 @@ def against_each(board: Board) -> list[Against]:
     a verdict: the verdict is :func:`against_strongest`'s."""
     if SWAMP not in board.cells:
         return []
-    chose = {r: float(c.val_best) for r, c in board.cells.items() if r in CONTRASTIVE and c.val_best is not None}
+    chose = validation_values(board)
     return [a for r in CONTRASTIVE if r in board.cells and (a := _against(board, r, chose, [])) is not None]
 
 
