@@ -266,6 +266,27 @@ def test_the_site_page_shows_each_study(tuned, tmp_path):
     assert "Tuning studies" in page and "tuning.svg" in page and "most important settings" in page
 
 
+def test_the_page_states_the_pruning_rule_the_studies_recorded():
+    """The note under the studies' table reads the rule from the records: none, a median rule, a mix of them, and
+    the median pruner for a study recorded before the rule was (the default of that time)."""
+    def result(run: str, **tuning: object) -> dict:
+        return {"run_name": run, "tuning": {"metric": "a2b/R@1", "budget": {"trials": 4}, "best": {},
+                                            "best_value": 1.0, "trials": {"counted": 4, "complete": 4, "pruned": 0,
+                                                                          "failed": 0}, **tuning}}
+    rule = "median after 50% of the epochs (3)"
+
+    def note(*results: dict) -> str:
+        return tuning_report.rows(list(results))[2][0]
+    assert "pruning: none (every trial trained all its epochs);" in note(result("a@tuned", pruner="none"),
+                                                                          result("b@tuned", pruner="none"))
+    assert f"pruning: {rule};" in note(result("a@tuned", pruner=rule), result("b@tuned", pruner=rule))
+    assert "pruning: median;" in note(result("a@tuned"))
+    mixed = note(result("a@tuned", pruner="none"), result("b@tuned", pruner=rule))
+    assert (f"a@tuned none (every trial trained all its epochs); b@tuned {rule} (not alike: compare with care)"
+            in mixed)
+    assert "median pruner" not in mixed
+
+
 def test_a_study_is_the_same_on_every_run_of_the_command(tmp_path):
     """One worker's sampler is seeded by the study's seed: the same command proposes the same trials again (and
     the tiny task trains deterministically on the CPU, so the values agree too)."""

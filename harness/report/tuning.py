@@ -46,13 +46,24 @@ def rows(results: list[dict[str, Any]]) -> tuple[list[str], list[list[str]], lis
                     best, important, cells.number(t.get("trial_minutes", 0), ".1f")])
     first = next(iter(found.values()))
     budgets = sorted({t["budget"]["trials"] for t in found.values()})
-    notes = [f"Each study searched {first['metric']} on the validation split with Optuna's TPE sampler and median "
-             f"pruner, its first trial the task's own settings; budgets: {', '.join(map(str, budgets))} trials. "
-             "Importances: PED-ANOVA shares of the variation of the trials' values (– with fewer than three complete "
-             "trials)."]
+    notes = [f"Each study searched {first['metric']} on the validation split with Optuna's TPE sampler, its first "
+             f"trial the task's own settings; pruning: {pruning(found)}; budgets: {', '.join(map(str, budgets))} "
+             "trials. Importances: PED-ANOVA shares of the variation of the trials' values (– with fewer than three "
+             "complete trials)."]
     if len(budgets) > 1 or any(t["trials"]["counted"] < t["budget"]["trials"] for t in found.values()):
         notes.append("The studies did not all get the same number of trials: compare their rows with care.")
     return HEADER, out, notes
+
+
+def pruning(found: dict[str, dict[str, Any]]) -> str:
+    """The pruning rule the studies recorded, in words: one rule for all, or each run's (a study recorded before
+    the rule was recorded ran Optuna's median pruner, the default of that time)."""
+    rules = {name: str(t.get("pruner", "median")) for name, t in found.items()}
+    said = {rule: "none (every trial trained all its epochs)" if rule == "none" else rule
+            for rule in rules.values()}
+    if len(said) == 1:
+        return next(iter(said.values()))
+    return "; ".join(f"{name} {said[rule]}" for name, rule in rules.items()) + " (not alike: compare with care)"
 
 
 def figure(results: list[dict[str, Any]]) -> Any | None:
