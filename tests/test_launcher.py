@@ -45,6 +45,29 @@ def test_local_workers_give_the_result_files_and_tables_of_a_sequential_run(tiny
     assert "worker process" not in again.stdout  # nothing left to run
 
 
+def test_the_study_a_runs_options_record_reaches_its_result_file_through_the_workers(tiny_task, tmp_path):
+    """``RunOptions.tuning`` (the study that chose a run's settings; ``reproduce --reference`` sets it from the
+    committed files) travels in each worker's job: the files local workers write record it as a sequential run's
+    do, where the workers used to build their options afresh and drop it."""
+    from harness.config import plan
+    from harness.run import grid
+
+    study = {"study": "tiny.contrastive.0123456789", "metric": "a2b/R@1", "best": {"margin": 0.1}}
+    runs = plan.plan(tiny_task, [], [], ["contrastive"], [0, 1], 1)
+    described = grid.job(runs[0], grid.Grid(out=tmp_path, epochs=1), threads=1, tuning=study)
+    assert grid.Job.from_json(described.to_json()).tuning == study
+    recorded = {}
+    for launcher in ("sequential", "local"):
+        base = grid.Grid(out=tmp_path / launcher, epochs=1, threads=1, launcher=launcher,
+                         jobs=2 if launcher == "local" else None, progress=False)
+        opts = grid.options(base)
+        opts.tuning = study
+        outcome = grid.run(runs, base, opts)
+        assert outcome.failed is None and len(outcome.results) == 2
+        recorded[launcher] = [json.loads(Path(r["_path"]).read_text())["tuning"] for r in outcome.results]
+    assert recorded["local"] == recorded["sequential"] == [study, study]
+
+
 def test_a_failed_run_is_named_and_the_others_finish(tiny_task, tmp_path):
     done = harness("run", str(tiny_task), "--methods", "contrastive", "--sweep", "train.lr=0.002,1e30",
                    "--out", str(tmp_path), "--no-progress", "--launcher", "local", "--jobs", "2")

@@ -49,6 +49,7 @@ class Job:
     threads: int | None = None
     include: tuple[str, ...] = ()
     command: tuple[str, ...] = ()
+    tuning: dict[str, Any] | None = None  # the study that chose the run's settings, for its result file
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), sort_keys=True)
@@ -184,11 +185,12 @@ def run(runs: list[Run], grid: Grid, opts: runner.RunOptions, inits: Sequence[Pa
     return outcome
 
 
-def job(run: Run, grid: Grid, threads: int | None) -> Job:
-    """The :class:`Job` of one planned run of ``grid``."""
+def job(run: Run, grid: Grid, threads: int | None, tuning: dict[str, Any] | None = None) -> Job:
+    """The :class:`Job` of one planned run of ``grid`` (``tuning``: the study its options record, as
+    :attr:`harness.run.runner.RunOptions.tuning`)."""
     common: dict[str, Any] = dict(out=str(grid.out), epochs=grid.epochs, init=str(grid.init) if grid.init else None,
                   device=grid.device, force=grid.force, on_nan=grid.on_nan, threads=threads, include=grid.include,
-                  command=grid.command)
+                  command=grid.command, tuning=tuning)
     if run.source:  # rebuilt from a result file: the worker rebuilds it the same way
         overrides = (f"dataset.root={grid.data_root}",) if grid.data_root else ()
         return Job(source=run.source, seed=run.seed, overrides=overrides, **common)
@@ -218,7 +220,7 @@ def run_job(job: Job) -> dict[str, Any]:
                          checkpoint.init_label(init) if init else None)
     grid = Grid(out=Path(job.out), device=job.device, threads=job.threads, progress=False, force=job.force,
                 on_nan=job.on_nan, epochs=job.epochs, init=init)
-    outcome = run(runs, grid, options(grid))
+    outcome = run(runs, grid, dataclasses.replace(options(grid), tuning=job.tuning))
     if outcome.refused is not None:
         raise outcome.refused
     if outcome.failed is not None:
@@ -608,12 +610,12 @@ def _in_workers(runs: list[Run], grid: Grid, opts: runner.RunOptions) -> Outcome
         threads = grid.threads or launcher.default_threads(jobs)
         if pending:
             print(f"{len(pending)} run(s) in {jobs} worker process(es), {threads} torch thread(s) each")
-        outcomes = launcher.run_local(pending, [job(r, grid, threads) for r in pending], jobs, threads)
+        outcomes = launcher.run_local(pending, [job(r, grid, threads, opts.tuning) for r in pending], jobs, threads)
         failures = [(o.run, f"(exit {o.returncode}): {o.last_line.removeprefix('error: ')}")
                     for o in outcomes if o.returncode != 0]
         error = _failed(failures, len(pending), "run(s)") if failures else None
     else:
-        failures, submitted = _slurm(pending, runs, grid)
+        failures, submitted = _slurm(pending, runs, grid, opts.tuning)
         if submitted:
             return Outcome([], submitted=True)
         error = _failed(failures, len(pending), "job(s)") if failures else None
@@ -630,9 +632,10 @@ def slurm_options(runs: list[Run], text: str | None) -> dict[str, Any]:
     return {**section.get("slurm", {}), **(launch.parse_slurm(text) if text else {})}
 
 
-def _slurm(pending: list[Run], runs: list[Run], grid: Grid) -> tuple[list[tuple[Run, str]], bool]:
-    """Submit the pending runs as one job array; without --wait, print how to follow them and report them
-    submitted; with it, wait and return the failures."""
+def _slurm(pending: list[Run], runs: list[Run], grid: Grid,
+           tuning: dict[str, Any] | None = None) -> tuple[list[tuple[Run, str]], bool]:
+    """Submit the pending runs as one job array (``tuning``: the study the runs' options record); without --wait,
+    print how to follow them and report them submitted; with it, wait and return the failures."""
     from harness.run import slurm
 
     options = slurm_options(runs, grid.slurm)
@@ -645,7 +648,7 @@ def _slurm(pending: list[Run], runs: list[Run], grid: Grid) -> tuple[list[tuple[
     task = runs[0].spec.name
     folder = slurm.jobs_folder(grid.out, task)
     threads = grid.threads or options.get("cpus_per_task")
-    jobs = slurm.submit(pending, [job(r, grid, threads) for r in pending], folder, options, task)
+    jobs = slurm.submit(pending, [job(r, grid, threads, tuning) for r in pending], folder, options, task)
     ids = [str(j.job_id) for j in jobs]
     print(f"{len(jobs)} job(s) submitted ({options.get('cluster', 'slurm')}): {', '.join(ids)}; logs under {folder}/"
           "<job id>/")
