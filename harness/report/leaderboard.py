@@ -34,6 +34,7 @@ from tabulate import tabulate
 from harness.config.spec import lower_is_better
 from harness.errors import ConfigError
 from harness.report import accuracy, model, stats
+from harness.report import tuning as tuning_report
 from harness.run import contention
 from harness.store.io import write_json_atomic, write_text_atomic
 from harness.store.schema import load_results
@@ -167,7 +168,7 @@ def load_set(folder: Path) -> Board:
         cells[role] = Cell(
             role=role, method=method, values=stats.seed_values(runs, metric), val_best=tuning.get("best_value"),
             trials={k: int(v) for k, v in tuning["trials"].items()}, budget=int(tuning["budget"]["trials"]),
-            pruner=str(tuning.get("pruner", "median")), trial_minutes=tuning.get("trial_minutes"),
+            pruner=tuning_report.recorded_pruner(tuning), trial_minutes=tuning.get("trial_minutes"),
             step_ms=_step_ms(runs), contended=sum(1 for r in runs if "train" in contention.contended_phases(r)),
             best=dict(tuning.get("best") or {}), results=runs)
     hardware = "; ".join(dict.fromkeys(machines))

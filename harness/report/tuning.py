@@ -55,10 +55,16 @@ def rows(results: list[dict[str, Any]]) -> tuple[list[str], list[list[str]], lis
     return HEADER, out, notes
 
 
+def recorded_pruner(tuning: dict[str, Any]) -> str:
+    """The pruning rule a result file's ``tuning`` record names (a study recorded before the rule was recorded ran
+    Optuna's median pruner, the default of that time)."""
+    return str(tuning.get("pruner", "median"))
+
+
 def pruning(found: dict[str, dict[str, Any]]) -> str:
-    """The pruning rule the studies recorded, in words: one rule for all, or each run's (a study recorded before
-    the rule was recorded ran Optuna's median pruner, the default of that time)."""
-    rules = {name: str(t.get("pruner", "median")) for name, t in found.items()}
+    """The pruning rule the studies recorded (:func:`recorded_pruner`), in words: one rule for all, or each
+    run's."""
+    rules = {name: recorded_pruner(t) for name, t in found.items()}
     said = {rule: "none (every trial trained all its epochs)" if rule == "none" else rule
             for rule in rules.values()}
     if len(said) == 1:
