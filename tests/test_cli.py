@@ -291,3 +291,45 @@ def test_a_tuning_worker_s_command_is_the_command_with_only_the_worker_s_changes
     assert changed == {"launcher", "slurm", "jobs", "force", "studies_only", "no_progress", "worker", "storage",
                        "threads"}
     assert (worker.launcher, worker.studies_only, worker.worker, worker.threads) == ("sequential", True, 3, 2)
+
+
+# --- the parser is quick: nothing heavy is imported to build it ---------------------------------------------------
+
+HEAVY = ("torch", "numpy", "scipy", "pandas", "matplotlib", "submitit", "optuna", "tabulate")
+
+
+def test_building_the_parser_imports_no_torch_and_no_run_layer():
+    """A fresh process builds the whole parser (every subcommand's options) and prints --help without importing
+    torch, numpy, scipy or any module of the run layer: `python -m harness --help` stays instant."""
+    probe = ("import sys; from harness.cli import build_parser; build_parser().format_help(); "
+             "print(sorted(m for m in sys.modules if m.split('.')[0] in %r or m.startswith('harness.run')))" % (HEAVY,))
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]", done.stdout
+    helped = subprocess.run([sys.executable, "-X", "importtime", "-m", "harness", "--help"], capture_output=True,
+                            text=True, timeout=120, cwd=ROOT)
+    assert helped.returncode == 0 and "SwAMP Bench" in helped.stdout, helped.stderr[-2000:]
+    imported = {line.rsplit("|", 1)[1].strip().split(".")[0] for line in helped.stderr.splitlines() if "|" in line}
+    assert not imported & set(HEAVY), sorted(imported & set(HEAVY))
+
+
+def test_the_design_card_example_without_scan_s_features_names_the_task_that_runs_now(tmp_path, capsys,
+                                                                                         monkeypatch):
+    """`run tasks/coco.yaml --methods scan,swamp_par` on a machine without SCAN's features: one error line naming
+    the missing files, where they are published and the task at COCO's shapes that needs no data."""
+    monkeypatch.setenv("SCAN_DATA", str(tmp_path / "nothing"))
+    code = run_cli("run", str(ROOT / "tasks" / "coco.yaml"), "--methods", "scan,swamp_par", "--out",
+                   str(tmp_path / "out"), "--device", "cpu")
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert code == 2
+    assert "coco_precomp/testall_ims.npy  (missing)" in line and "github.com/kuanghuei/SCAN" in line
+    assert line.endswith("python -m harness run tasks/coco_shapes.yaml --methods scan,swamp_par"), line
+    assert not (tmp_path / "out").exists()
+
+
+def test_only_scan_s_own_folders_name_a_shapes_task_and_each_names_a_shipped_one():
+    from harness.sources import scan_precomp
+
+    assert scan_precomp.without_data(ROOT / "my_features") == ""
+    for folder, (_, task) in scan_precomp.SHAPES_TASKS.items():
+        assert (ROOT / task).exists() and task in scan_precomp.without_data(ROOT / "data" / folder)

@@ -75,14 +75,14 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(argv: list[str] | None) -> int:
-    from harness.config import registry
-    from harness.store import provenance
-
     try:
         parser = build_parser()
-        args, extra = parser.parse_known_args(argv)
+        args, extra = parser.parse_known_args(argv)  # --help prints and exits here: nothing heavy is imported yet
         if extra:
             raise unrecognized(args.subcommands[args.command], extra)
+        from harness.config import registry
+        from harness.store import provenance
+
         registry.set_include(getattr(args, "include", []))
         provenance.set_command(sys.argv[1:] if argv is None else argv)
         handler = next(c for c in COMMANDS if c.NAME == args.command).handle  # looked up now: tests replace it

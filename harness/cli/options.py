@@ -1,11 +1,13 @@
 """The option groups several subcommands share, each a function that adds its options to a subcommand's parser:
-the plugin files (``--include``), the device, the launchers (the choices of :data:`harness.run.grid.LAUNCHERS`),
+the plugin files (``--include``), the device, the launchers (the choices of :data:`harness.config.launchers.LAUNCHERS`),
 the options of a grid of runs, the run-selecting flags of ``run`` (which ``status`` accepts too) and the tuning
 budget of ``tune`` and ``leaderboard``."""
 from __future__ import annotations
 
 import argparse
 from typing import Any
+
+from harness.config.launchers import DEFAULT_LAUNCHER, LAUNCHERS
 
 TEST_STAT_HELP = ("statistic the significance columns test in each row group: a column's statistic (R@k, MedR, mAP, "
                   "mAP@k, P@k) in the first direction, DIRECTION/STAT (e.g. t2v/R@5) for another, or rsum "
@@ -24,12 +26,10 @@ def device(parser: argparse.ArgumentParser) -> None:
 
 
 def launcher(parser: argparse.ArgumentParser, help: str, slurm: bool = True) -> None:
-    """``--launcher``: the launchers of :mod:`harness.run.grid` (without ``slurm`` where the command has no SLURM
-    jobs)."""
-    from harness.run.grid import LAUNCHERS
-
+    """``--launcher``: the launchers named in :mod:`harness.config.launchers` (without ``slurm`` where the command has
+    no SLURM jobs)."""
     choices = LAUNCHERS if slurm else tuple(name for name in LAUNCHERS if name != "slurm")
-    parser.add_argument("--launcher", choices=choices, default="sequential", help=help)
+    parser.add_argument("--launcher", choices=choices, default=DEFAULT_LAUNCHER, help=help)
 
 
 def test_stat(parser: argparse.ArgumentParser) -> None:

@@ -58,11 +58,27 @@ def expected_files(root: Path, prefixes: tuple[str, ...]) -> list[Path]:
     return [root / f"{p}_{kind}" for p in prefixes for kind in ("ims.npy", "caps.txt")]
 
 
+# The shipped task at each released folder's shapes: random data, no download, timing only.
+SHAPES_TASKS = {"coco_precomp": ("MS-COCO", "tasks/coco_shapes.yaml"),
+                "f30k_precomp": ("Flickr30K", "tasks/flickr30k_shapes.yaml")}
+
+
 def check_files(root: Path, prefixes: tuple[str, ...]) -> None:
-    """Stop with the list of expected files and where they are published when any is missing."""
+    """Stop with the list of expected files and where they are published when any is missing; for SCAN's own
+    folders, also the task at their shapes that runs now without them."""
     require_files("scan_precomp", root, expected_files(root, prefixes),
                   f"{PUBLISHED_AT}\nSet dataset.root in the task file, the SCAN_DATA environment variable "
-                  "(the folder holding coco_precomp/ and f30k_precomp/), or pass --data-root PATH.")
+                  "(the folder holding coco_precomp/ and f30k_precomp/), or pass --data-root PATH."
+                  + without_data(root))
+
+
+def without_data(root: Path) -> str:
+    """What runs right now without the features of ``root``: the shipped task at its shapes ('' for other folders)."""
+    if root.name not in SHAPES_TASKS:
+        return ""
+    name, task = SHAPES_TASKS[root.name]
+    return (f"\nWithout the features, the task at {name}'s shapes needs no data (random features, timing only; "
+            f"its accuracy means nothing): python -m harness run {task} --methods scan,swamp_par")
 
 
 def pairing(n_images: int, n_captions: int, where: Path) -> torch.Tensor:
