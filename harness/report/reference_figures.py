@@ -13,8 +13,7 @@ Bad input stops with one :class:`harness.errors.ConfigError` naming the entry an
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
-from collections.abc import Set as AbstractSet
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -162,7 +161,7 @@ def forest(entries: list[dict[str, Any]], path: Path, title: str = "") -> bool:
 
 
 def best_so_far_figure(curves: Mapping[str, Sequence[float | None]], metric: str, lower: bool,
-                       not_converged: AbstractSet[str] = frozenset(), title: str = "",
+                       not_converged: Collection[str] = frozenset(), title: str = "",
                        initial_budget: int | None = None) -> Any | None:
     """The figure of :func:`best_so_far` as a matplotlib Figure (None when no row has a value)."""
     import matplotlib
@@ -206,7 +205,7 @@ def best_so_far_figure(curves: Mapping[str, Sequence[float | None]], metric: str
 
 
 def best_so_far(curves: dict[str, list[float | None]], path: Path, metric: str, lower: bool,
-                not_converged: AbstractSet[str] = frozenset(), title: str = "",
+                not_converged: Collection[str] = frozenset(), title: str = "",
                 initial_budget: int | None = None) -> bool:
     """The best validation value so far against the trial number, a step line per row of a set (``curves``: row ->
     its trials' validation values in the order they ran, or their best-so-far curve: either gives the same line;

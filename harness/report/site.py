@@ -33,7 +33,7 @@ from urllib.parse import quote
 
 from harness.config import spec as specs
 from harness.errors import ConfigError
-from harness.report import formats, markdown, model, timing, tuning
+from harness.report import formats, markdown, model, reference_page, timing, tuning
 from harness.report import freshness as fr
 from harness.report.cells import EMPTY, Cell, mean_std, number
 from harness.report.figures import draw_figures
@@ -265,7 +265,7 @@ def build(folders: list[Path], out: Path, fmt: str = "html", figures: bool = Tru
         write_text_atomic(path, env.get_template(f"task.{fmt}").render(**info, command=command_line))
         pages.append(info)
         written.append(path)
-    references = reference_pages(folders, sets, out, fmt, env, command_line)
+    references = reference_pages(folders, sets, out, fmt, env, command_line, render)
     written += references
     index = out / ("README.md" if md else "index.html")
     ledger, ledger_summary = ledger_rows(folders, sets, fmt)  # the ledger, judged once
@@ -336,34 +336,30 @@ def ledger_rows(folders: list[Path], sets: list[ResultSet], fmt: str) -> tuple[l
 
 
 def reference_pages(folders: list[Path], sets: list[ResultSet], out: Path, fmt: str, env: Any,
-                    command_line: str) -> list[Path]:
+                    command_line: str, render: bool = True) -> list[Path]:
     """A page for each reference table of cross-modal losses under ``folders`` (a folder whose sub-folders are sets
     that ``harness leaderboard`` made): the table, the ranks, the Bayesian comparison and the costs, as written in
-    the folder's ``reference.md``, with its critical-difference diagram; none where no table was written."""
-    from harness.report import leaderboard
-
-    roots = sorted({m.parent.parent for f in folders for m in Path(f).rglob(leaderboard.MANIFEST)
-                    if (m.parent.parent / "reference.md").is_file()})
+    the folder's ``reference.md``; in the site with its figures inline as images, the critical-difference diagram,
+    the forest plot of every comparison and each set's best-so-far curves among them
+    (:mod:`harness.report.reference_page`); none where no table was written."""
+    found = reference_page.roots(folders)
     slugs = {s.folder.resolve(): f"{s.slug}.{fmt}" for s in sets}
     written = []
-    for root in roots:
-        name = "reference" if len(roots) == 1 else f"reference-{root.name}"
-        text = (root / "reference.md").read_text(encoding="utf-8")
-        if (root / "cd.png").is_file():
-            shutil.copyfile(root / "cd.png", out / f"{name}-cd.png")
-            text = text.replace("(cd.png)", f"({name}-cd.png)")
+    for root in found:
+        name = "reference" if len(found) == 1 else f"reference-{root.name}"
         path = out / f"{name}.{fmt}"
         if fmt == "md":
-            write_text_atomic(path, text)
+            write_text_atomic(path, reference_page.markdown_page(root, out, name))
         else:
-            def link(target: str, root: Path = root) -> str | None:
-                if target.endswith(".png"):
-                    return target
-                return slugs.get((root / target).resolve())
+            def link(target: str, root: Path = root, name: str = name) -> str | None:
+                source = root / target
+                if source.suffix.lower() in reference_page.IMAGES and source.is_file():
+                    return reference_page.copy_figure(source, root, out, name)
+                return slugs.get(source.resolve())
 
-            write_text_atomic(path, env.get_template("reading.html").render(
-                name=f"{root.name}/reference.md", body=markdown.render(text, link),
-                command=command_line))
+            blocks = reference_page.page_blocks(root, out, name, link, render)
+            write_text_atomic(path, env.get_template("reference.html").render(
+                name=f"{root.name}/{reference_page.PAGE}", blocks=blocks, command=command_line))
         written.append(path)
     return written
 
