@@ -12,6 +12,12 @@ SHA-256 of its bytes and the git object name of that version. Against a checkout
   :func:`harness.store.executed.ran_uncommitted`);
 * **unverifiable** when the result has no record (it predates records).
 
+A file whose code differs is *carried* instead of stale where ``claims/carried.yaml`` holds a chain of carries from
+the version that ran to the checkout's (:mod:`harness.report.carried`): changes that the canaries covering the file
+and an end-to-end run showed to leave every number bit-identical (``python -m harness carry``). A result whose
+changed files are all carried keeps the state it would have without them (fresh, or dirty) and says so in its
+label: ``carried (by canaries ...)``; :attr:`Freshness.carried` names the files and the canaries.
+
 The cosmetic rule (:func:`harness.store.executed.normalized_source`, applied here): a Python file whose AST,
 docstrings left out, equals that of the version that ran differs only in comments, docstrings, blank lines, line
 breaks or quoting, and keeps its results fresh (the check names it as a cosmetic change). Any other change stales,
@@ -30,6 +36,7 @@ from typing import Any, Iterable
 
 from harness.data.paired import expand_root
 from harness.errors import DataError
+from harness.report import carried as ca
 from harness.store import executed as ex
 
 FRESH, STALE, DIRTY, UNVERIFIABLE = "fresh", "stale", "dirty", "unverifiable"
@@ -49,10 +56,18 @@ class Freshness:
     dirty: tuple[str, ...] = ()  # files that ran uncommitted or changed during the run
     notes: tuple[str, ...] = ()
     runs: int = 1
+    carried: dict[str, tuple[str, ...]] = field(default_factory=dict)  # file -> the canaries of its carries
 
     def label(self, limit: int = 3) -> str:
-        """The state, with what made it so where there is something to say: ``stale: code changed: ...``."""
+        """The state, with what made it so where there is something to say: ``stale: code changed: ...``,
+        ``carried (by canaries swamp, contrastive)`` for a fresh result whose changed files are all carried."""
+        if self.state == FRESH and self.carried:
+            return f"carried (by canaries {_few(self.canaries(), limit)})"
         return self.state if self.state in (FRESH, UNVERIFIABLE) else f"{self.state}: {self.why(limit)}"
+
+    def canaries(self) -> list[str]:
+        """Every canary that proved one of the carried changes, sorted."""
+        return sorted({c for names in self.carried.values() for c in names})
 
     def why(self, limit: int = 6) -> str:
         """One line: what made it so."""
@@ -70,6 +85,8 @@ class Freshness:
         if not parts:
             parts.append("every file it ran is unchanged" + (f" (cosmetic edits: {_few(list(self.cosmetic), limit)})"
                                                               if self.cosmetic else ""))
+        if self.carried:
+            parts.append(f"carried: {_few(sorted(self.carried), limit)} (by canaries {_few(self.canaries(), limit)})")
         return "; ".join(parts + list(self.notes))
 
 
@@ -88,7 +105,41 @@ class Checkout:
         self._blob: dict[str, bytes | None] = {}
         self._cosmetic: dict[tuple[str, str], tuple[bool, tuple[str, ...]]] = {}
         self._data: dict[str, str | None] = {}
+        self._normal: dict[str, str | None] = {}
+        self._carries: list[ca.Carry] | None = None
         self.commit, self.head_blobs = ex.commit_blobs(self.root)
+
+    @property
+    def carries(self) -> list[ca.Carry]:
+        """The carries recorded in this checkout (``claims/carried.yaml``)."""
+        if self._carries is None:
+            self._carries = ca.load(self.root / ca.RECORD)
+        return self._carries
+
+    def _normalized(self, name: str, sha1: str) -> str | None:
+        """The form the cosmetic rule compares of the version ``sha1`` of file ``name``; None when absent."""
+        if sha1 not in self._normal:
+            data = self.blob(sha1)
+            self._normal[sha1] = None if data is None else ex.normalized_source(data.decode("utf-8", "replace"),
+                                                                                Path(name).suffix)
+        return self._normal[sha1]
+
+    def carried(self, name: str, sha: str, sha1: str | None) -> tuple[str, ...] | None:
+        """The canaries of the chain of carries that leads the recorded version of ``name`` (SHA-256 ``sha``,
+        object name ``sha1``) to this checkout's; None when no chain does."""
+        now = self.current(name)
+        if now is None or not any(c.file == name for c in self.carries):
+            return None
+        data = self.read(name)
+        here = None if data is None else ex.normalized_source(data.decode("utf-8", "replace"), Path(name).suffix)
+
+        def same(a: ca.Version, b: ca.Version) -> bool:
+            left, right = self._normalized(name, a.blob), self._normalized(name, b.blob)
+            return left is not None and left == right
+
+        route = ca.chain(name, ca.Version(sha, sha1 or ""), now, self.carries, same,
+                         lambda v: here is not None and self._normalized(name, v.blob) == here)
+        return None if route is None else tuple(sorted({c for step in route for c in step.canaries}))
 
     def current(self, name: str) -> str | None:
         """SHA-256 of the file ``name`` in this checkout; None when it is gone."""
@@ -180,6 +231,7 @@ def judge(result: dict[str, Any], checkout: Checkout) -> Freshness:
     cosmetic: list[str] = []
     notes: list[str] = []
     functions: dict[str, tuple[str, ...]] = {}
+    carried: dict[str, tuple[str, ...]] = {}
     for name, sha in sorted(record["files"].items()):
         now = checkout.current(name)
         if now == sha:
@@ -189,14 +241,16 @@ def judge(result: dict[str, Any], checkout: Checkout) -> Freshness:
             functions[name] = ("removed",)
             continue
         compared = checkout.compare(name, blobs.get(name))
-        if compared is None:
-            changed.append(name)
-        elif compared[0]:
+        if compared is not None and compared[0]:
             cosmetic.append(name)
-        else:
-            changed.append(name)
-            if compared[1]:
-                functions[name] = compared[1]
+            continue
+        by = checkout.carried(name, sha, blobs.get(name))
+        if by is not None:
+            carried[name] = by
+            continue
+        changed.append(name)
+        if compared is not None and compared[1]:
+            functions[name] = compared[1]
     data_changed = []
     data = record.get("data") or {}
     if data.get("files"):
@@ -214,7 +268,7 @@ def judge(result: dict[str, Any], checkout: Checkout) -> Freshness:
     dirty = ex.ran_uncommitted(record, checkout.head_blobs)
     state = STALE if changed or data_changed else DIRTY if dirty else FRESH
     return Freshness(state, tuple(changed), functions, tuple(cosmetic), tuple(data_changed), tuple(dirty),
-                     tuple(notes))
+                     tuple(notes), carried=carried)
 
 
 def combine(parts: Iterable[Freshness]) -> Freshness:
@@ -228,11 +282,14 @@ def combine(parts: Iterable[Freshness]) -> Freshness:
         return tuple(sorted({x for p in items for x in getattr(p, attr)}))
 
     functions: dict[str, tuple[str, ...]] = {}
+    carried: dict[str, tuple[str, ...]] = {}
     for p in items:
         for f, names in p.functions.items():
             functions[f] = tuple(sorted(set(functions.get(f, ())) | set(names)))
+        for f, names in p.carried.items():
+            carried[f] = tuple(sorted(set(carried.get(f, ())) | set(names)))
     unverifiable = sum(1 for p in items if p.state == UNVERIFIABLE)
     notes = union("notes") + ((f"{unverifiable} of {len(items)} runs have no record of what ran",)
                               if 0 < unverifiable < len(items) else ())
     return Freshness(state, union("changed"), functions, union("cosmetic"), union("data"), union("dirty"), notes,
-                     runs=len(items))
+                     runs=len(items), carried=carried)
