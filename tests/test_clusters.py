@@ -15,6 +15,7 @@ from harness.cli import main
 from harness.config.params import parse
 from harness.config.spec import MetricSpec
 from harness.data.text import TokenCaptions
+from harness.errors import ConfigError
 from harness.run.evaluate import evaluate
 from tests.conftest import TASKS, TINY, write_task
 from tests.test_image_text_data import WORDS, write_precomp
@@ -191,3 +192,35 @@ def test_sketch_clusters_on_a_class_only_split(tiny_sketch_task, tmp_path):
     assert report["agreement"] is None and report["items"] == {"a": 12, "b": 15}  # no pairing to agree on
     assert "purity" in report["modalities"]["a"]
     assert "no pairing" in (run / "clusters-seed0" / "clusters.md").read_text()
+
+
+COMMITTED_REPORTS = sorted((TASKS.parent / "results").glob("*/*/clusters-seed*/clusters.json"))
+
+
+@pytest.mark.parametrize("folder", [p.parent for p in COMMITTED_REPORTS], ids=lambda p: p.parent.parent.name)
+def test_committed_reports_render_identically_from_their_numbers(folder):
+    """clusters.md and clusters.html are the templates' rendering of clusters.json: the committed files, byte for
+    byte."""
+    report = report_of(folder)
+    assert C.to_markdown(report) == (folder / "clusters.md").read_text()
+    assert C.to_html(report) == (folder / "clusters.html").read_text()
+
+
+def test_the_report_escapes_what_its_cells_hold():
+    report = report_of(COMMITTED_REPORTS[0].parent)
+    report = dict(report, run="a|b <i>")
+    assert "Clusters of a|b <i>" in C.to_markdown(report).splitlines()[0]
+    assert "| run | a\\|b <i> |" in C.to_markdown(report)  # a pipe would split the cell
+    page = C.to_html(report)
+    assert "<td>a|b &lt;i&gt;</td>" in page and "<i>" not in page
+
+
+def test_the_typed_entry_point_writes_the_report(runs, tmp_path, capsys):
+    paths = C.report_clusters(C.ClusterOptions(runs / "swamp" / "seed0.json", out=tmp_path / "c", device="cpu",
+                                               top_words=2, members=1))
+    assert [p.name for p in paths] == ["clusters.md", "clusters.html", "clusters.json"]
+    largest = report_of(tmp_path / "c")["largest"]
+    assert largest and all(len(row["members"][m]) == min(1, row["size"][m]) for row in largest for m in "ab")
+    assert "prototypes used" in capsys.readouterr().out
+    with pytest.raises(ConfigError, match="--members \\(-1\\) must be >= 0"):
+        C.report_clusters(C.ClusterOptions(runs / "swamp" / "seed0.json", members=-1))

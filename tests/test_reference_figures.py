@@ -197,7 +197,7 @@ def reference_site(root: Path, out: Path) -> Path:
     from harness.report import site
 
     out.mkdir(parents=True, exist_ok=True)
-    (page,) = site.reference_pages([root.parent], [], out, "html", site._environment("html"), "test")
+    (page,) = site.reference_pages([root.parent], [], out, "html", site.environment("html"), "test")
     for asset in ("site.css", "site.js"):
         shutil.copyfile(site.TEMPLATES / asset, out / asset)
     return page
@@ -248,7 +248,7 @@ def test_the_markdown_page_carries_every_figure_it_names(tmp_path):
 
     root, out = reference_root(tmp_path), tmp_path / "md"
     out.mkdir()
-    (page,) = site.reference_pages([root.parent], [], out, "md", site._environment("md"), "")
+    (page,) = site.reference_pages([root.parent], [], out, "md", site.environment("md"), "")
     text = page.read_text()
     assert "](reference-best_so_far-wikipedia.png)" in text and "[cd.png](reference-cd.png)" in text
     assert "](best_so_far-wikipedia.png)" not in text

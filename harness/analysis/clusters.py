@@ -9,10 +9,9 @@ the data has hidden labels, and for captions the words a cluster's captions shar
 """
 from __future__ import annotations
 
-import argparse
-import html
 import json
 import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence, cast
 
@@ -213,34 +212,21 @@ def title(report: dict[str, Any]) -> str:
     return f"Clusters of {report['run']} (task {report['task']}, seed {report['seed']}, {report['split']} split)"
 
 
+def _render(report: dict[str, Any], fmt: str) -> str:
+    from harness.report.templating import environment
+
+    return str(environment(fmt).get_template(f"clusters.{fmt}").render(title=title(report), tables=tables(report)))
+
+
 def to_markdown(report: dict[str, Any]) -> str:
-    """The report as Markdown."""
-    cell = lambda s: s.replace("|", "\\|")  # noqa: E731
-    out = [f"# {title(report)}", ""]
-    for name, note, head, rows in tables(report):
-        out += [f"## {name}", ""] + ([note, ""] if note else [])
-        out += ["| " + " | ".join(map(cell, head)) + " |", "|" + "---|" * len(head)]
-        out += ["| " + " | ".join(map(cell, row)) + " |" for row in rows] + [""]
-    return "\n".join(out)
-
-
-CSS = ("body{font-family:system-ui,sans-serif;margin:2em auto;max-width:72em;color:#222;padding:0 1em}"
-       "table{border-collapse:collapse;margin:.5em 0 1.5em}th,td{border:1px solid #ccc;padding:.2em .6em;"
-       "text-align:left;vertical-align:top}th{background:#f2f2f2}tr:nth-child(even) td{background:#fafafa}"
-       "p.note{color:#555}")
+    """The report as Markdown (the template ``clusters.md``: a heading and a table per part)."""
+    return _render(report, "md")
 
 
 def to_html(report: dict[str, Any]) -> str:
-    """The report as one self-contained HTML page (inline CSS, no scripts, no external files)."""
-    e = html.escape
-    body = [f"<h1>{e(title(report))}</h1>"]
-    for name, note, head, rows in tables(report):
-        body += [f"<h2>{e(name)}</h2>"] + ([f'<p class="note">{e(note)}</p>'] if note else [])
-        body += ["<table><thead><tr>" + "".join(f"<th>{e(h)}</th>" for h in head) + "</tr></thead><tbody>"]
-        body += ["<tr>" + "".join(f"<td>{e(c)}</td>" for c in row) + "</tr>" for row in rows]
-        body += ["</tbody></table>"]
-    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{e(title(report))}</title>'
-            f"<style>{CSS}</style></head>\n<body>\n" + "\n".join(body) + "\n</body></html>\n")
+    """The report as one self-contained HTML page (the template ``clusters.html``: inline CSS, no scripts, no
+    external files)."""
+    return _render(report, "html")
 
 
 def summary(report: dict[str, Any]) -> list[str]:
@@ -269,17 +255,38 @@ def write_report(report: dict[str, Any], folder: Path) -> list[Path]:
     return [folder / f"clusters.{ext}" for ext in ("md", "html", "json")]
 
 
-def cmd(args: argparse.Namespace) -> int:
-    """``python -m harness clusters RESULT_OR_CHECKPOINT``: assign a split to prototypes, write the report."""
+@dataclass(frozen=True)
+class ClusterOptions:
+    """What ``python -m harness clusters`` asks for: the run (its result file or checkpoint), the report's folder
+    (None: beside the result, ``<run>/clusters-seed<k>``), the split whose items are assigned, the words listed per
+    text cluster and the member ids listed per cluster and modality, the device, and where the data lies when not
+    where the run found it."""
+
+    target: Path
+    out: Path | None = None
+    split: str = "test"
+    top_words: int = 5
+    members: int = 5
+    device: str = "auto"
+    data_root: str | None = None
+
+
+def report_clusters(options: ClusterOptions) -> list[Path]:
+    """Assign the split's items of a trained run to its prototypes, write the report (clusters.md, .html and .json)
+    and print its summary; return the files written.
+
+    >>> report_clusters(ClusterOptions(Path("results/synthetic/swamp/seed0.json"), out=Path("runs/clusters")))
+    ... # doctest: +SKIP
+    """
     from harness.run.build import resolve_device
 
-    if args.top_words < 0 or args.members < 0:
-        raise ConfigError(f"--top-words ({args.top_words}) and --members ({args.members}) must be >= 0")
-    result_file, checkpoint = run_files(Path(args.target))
+    if options.top_words < 0 or options.members < 0:
+        raise ConfigError(f"--top-words ({options.top_words}) and --members ({options.members}) must be >= 0")
+    result_file, checkpoint = run_files(Path(options.target))
     require_prototypes(read_result(result_file), str(result_file))
-    device = resolve_device(args.device)
-    method, data, result = restore_run(args.target, device, getattr(args, "data_root", None))
-    split = data[args.split]
+    device = resolve_device(options.device)
+    method, data, result = restore_run(options.target, device, options.data_root)
+    split = data[options.split]
     batch = train_settings(result, str(result_file)).eval_batch_size
     emb = dict(zip(MODALITIES, encode_split(method, split, device, batch)))
     clusters, confidence = {}, {}
@@ -289,12 +296,20 @@ def cmd(args: argparse.Namespace) -> int:
     k = len(method.get_parameter("prototypes"))
     report = {"task": result.get("task", ""), "run": result.get("run_name", ""), "seed": result.get("seed"),
               "method": result["config"]["method"]["method"], "result": str(result_file),
-              "checkpoint": str(checkpoint), "K": k, "split": args.split,
+              "checkpoint": str(checkpoint), "K": k, "split": options.split,
               "items": {m: len(getattr(split, m)) for m in MODALITIES},
               **analyse(split, clusters, confidence, k, words=vocabulary(data, text) if text is not None else None,
-                        n_words=args.top_words, n_members=args.members)}
-    out = Path(args.out) if args.out else result_file.parent / f"clusters-seed{result.get('seed', 0)}"
+                        n_words=options.top_words, n_members=options.members)}
+    out = Path(options.out) if options.out else result_file.parent / f"clusters-seed{result.get('seed', 0)}"
     paths = write_report(report, out)
     print("\n".join(summary(report)))
     print("report: " + "\n        ".join(str(p) for p in paths))
+    return paths
+
+
+def cmd(args: Any) -> int:
+    """``python -m harness clusters``'s options (a namespace of ``harness/cli/clusters.py``) as
+    :class:`ClusterOptions`, then :func:`report_clusters`: kept until that command converts them itself."""
+    report_clusters(ClusterOptions(Path(args.target), Path(args.out) if args.out else None, args.split,
+                                   args.top_words, args.members, args.device, getattr(args, "data_root", None)))
     return 0

@@ -20,16 +20,15 @@ the same pages as Markdown that link to the result files where they lie (for ``d
 """
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import functools
 import shutil
 import time
 from collections.abc import Callable
 from collections.abc import Set as AbstractSet
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 from harness.config import spec as specs
 from harness.errors import ConfigError
@@ -40,12 +39,10 @@ from harness.report.figures import draw_figures
 from harness.report.files import table_files
 from harness.report.readings import links_from, note_name, notes, project_root, readings, related, write_readings
 from harness.report.sets import ResultSet, data_settings, find_sets, relative
+from harness.report.templating import TEMPLATES, environment
 from harness.report.views import sort_ranks, table_view
 from harness.store import executed as ex
 from harness.store.io import write_text_atomic
-
-TEMPLATES = Path(__file__).with_name("templates")
-
 
 FORMATS = ("html", "md")
 
@@ -118,17 +115,6 @@ def summary(rs: ResultSet) -> dict[str, Any]:
             "seeds": ", ".join(map(str, seeds)), "machines": sorted({model.hardware_name(r) for r in rs.results}),
             "newest": max(str(r["environment"].get("date", "")) for r in rs.results)[:10] or "?",
             "hardware": model.machine_line(rs.results)}
-
-
-def _environment(fmt: str) -> Any:
-    import jinja2
-
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=fmt == "html",
-                             trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
-                             undefined=jinja2.StrictUndefined)
-    env.filters["url"] = lambda p: quote(str(p), safe="/@=,.-_~")
-    env.filters["cell"] = lambda text: str(text).replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")
-    return env
 
 
 def downloads(rs: ResultSet, out: Path, fmt: str, data: dict[str, Any], home: Path | None = None) -> dict[str, Any]:
@@ -252,7 +238,7 @@ def build(folders: list[Path], out: Path, fmt: str = "html", figures: bool = Tru
         raise ConfigError(f"unknown report format {fmt!r}; use one of {', '.join(FORMATS)}")
     sets = find_sets(folders)
     out.mkdir(parents=True, exist_ok=True)
-    env = _environment(fmt)
+    env = environment(fmt)
     md = fmt == "md"
     pages, written = [], []
     held = {r for rs in sets for r in readings(rs)}
@@ -384,16 +370,41 @@ def index_rows(pages: list[dict[str, Any]]) -> list[list[str]]:
     return rows
 
 
-def cmd(args: argparse.Namespace) -> int:
-    """Entry point of ``python -m harness report``."""
-    folders = [Path(f) for f in args.folders]
-    out = Path(args.out)
-    flags = f" --format {args.format}" if args.format != "html" else ""
-    flags += " --no-figures" if args.no_figures else ""
-    line = f"python -m harness report {' '.join(args.folders)} --out {args.out}{flags}"
+@dataclass(frozen=True)
+class SiteOptions:
+    """What ``python -m harness report`` asks for: the folders of result files, where the site (or the Markdown
+    pages) goes, its format (:data:`FORMATS`), whether to draw the figures and show a progress bar."""
+
+    folders: tuple[Path, ...]
+    out: Path
+    format: str = "html"
+    figures: bool = True
+    progress: bool = True
+
+    def command_line(self) -> str:
+        """The command that writes these pages, as they name it."""
+        flags = f" --format {self.format}" if self.format != "html" else ""
+        flags += "" if self.figures else " --no-figures"
+        return f"python -m harness report {' '.join(map(str, self.folders))} --out {self.out}{flags}"
+
+
+def write_site(options: SiteOptions) -> tuple[list[Path], int]:
+    """Write the site (or the Markdown pages) of ``options`` (:func:`build`), say where, and return the pages written
+    (the index first) and the number of figures they show.
+
+    >>> write_site(SiteOptions(folders=(Path("results"),), out=Path("runs/site"), figures=False))  # doctest: +SKIP
+    """
     start = time.perf_counter()
-    written, n_fig = build(folders, out, args.format, figures=not args.no_figures, progress=not args.no_progress,
-                           command_line=line)
-    print(f"{len(written) - 1} result sets, {len(written)} pages, {n_fig} figures in {out} "
+    written, n_fig = build(list(options.folders), options.out, options.format, figures=options.figures,
+                           progress=options.progress, command_line=options.command_line())
+    print(f"{len(written) - 1} result sets, {len(written)} pages, {n_fig} figures in {options.out} "
           f"({time.perf_counter() - start:.1f} s); open {written[0]}")
+    return written, n_fig
+
+
+def cmd(args: Any) -> int:
+    """``python -m harness report``'s options (a namespace of ``harness/cli/report.py``) as :class:`SiteOptions`, then
+    :func:`write_site`: kept until that command converts them itself."""
+    write_site(SiteOptions(tuple(Path(f) for f in args.folders), Path(args.out), args.format,
+                           figures=not args.no_figures, progress=not args.no_progress))
     return 0
