@@ -23,6 +23,7 @@ import torch
 from optuna.trial import TrialState
 
 from harness import cli
+from harness.cli import tune as cli_tune
 from harness.config import spec as specs
 from harness.data import paired
 from harness.errors import ConfigError
@@ -30,11 +31,12 @@ from harness.report import accuracy
 from harness.report import tuning as tuning_report
 from harness.run import preflight, runner
 from harness.store.schema import load_results
-from harness.tune import command, space
+from harness.tune import command, space, workers
 from harness.tune import record as study_record
 from harness.tune import storage as stored
 from harness.tune import study as studies
 from harness.tune import trial as tune_trial
+from harness.tune.options import TuneOptions
 from tests.conftest import ROOT, TINY, write_task
 
 TUNE = {"space": {"swamp.K": {"low": 8, "high": 32}}}  # the tiny task's queue (64) must exceed K
@@ -288,20 +290,39 @@ def test_the_page_states_the_pruning_rule_the_studies_recorded():
 
 
 def test_a_study_is_the_same_on_every_run_of_the_command(tmp_path):
-    """One worker's sampler is seeded by the study's seed: the same command proposes the same trials again (and
-    the tiny task trains deterministically on the CPU, so the values agree too)."""
+    """Each trial's sampler is seeded by the study's seed, the row's name and the trial's place (not by the worker
+    that runs it): the same command proposes the same trials again whoever runs the row (and the tiny task trains
+    deterministically on the CPU, so the values agree too)."""
     path = tiny(tmp_path)
     found = []
-    for name in ("first", "second"):
+    for name, worker in (("first", 0), ("second", 3)):
         folder = tmp_path / name / "_tune"
         s = studies.Study(task=str(path), method="contrastive", overrides=(), added=(), epochs=2, seed=0, trials=5,
-                          seconds=None, folder=folder, storage=stored.default_storage(folder))
+                          seconds=None, folder=folder, storage=stored.default_storage(folder), row="infonce")
         data = runner.load_data(s.spec())
         opts = runner.RunOptions(device=runner.torch.device("cpu"), out=folder / "trials",
                                          progress=False)
-        opened = studies.work(s, data, opts)
+        opened = studies.work(s, data, opts, worker=worker)
         found.append([(t.params, t.value, t.state) for t in opened.get_trials()])
     assert found[0] == found[1]
+    other = studies.Study(task=str(path), method="contrastive", overrides=(), added=(), epochs=2, seed=0, trials=5,
+                          seconds=None, folder=tmp_path / "third", storage=stored.default_storage(tmp_path / "third"),
+                          row="sum")
+    opened = studies.work(other, runner.load_data(other.spec()),
+                          runner.RunOptions(device=torch.device("cpu"), out=tmp_path / "third", progress=False))
+    assert [t.params for t in opened.get_trials()][1:] != [p for p, _, _ in found[0]][1:]  # another row samples apart
+
+
+def test_a_trials_sampler_seed_is_a_stable_hash_of_seed_row_and_place():
+    seeds = {studies.trial_seed(s, r, n) for s in (0, 1) for r in ("infonce", "infonce+swamp") for n in range(5)}
+    assert len(seeds) == 20  # every seed, row and place draws apart
+    # a stable hash: the same on every machine and Python process (not hash(), which is salted per process)
+    assert studies.trial_seed(0, "infonce", 3) == int.from_bytes(
+        __import__("hashlib").sha256(b"0:infonce:3").digest()[:4], "big")
+    code = "from harness.tune.study import trial_seed; print(trial_seed(7, 'dcl', 2))"
+    again = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT,
+                           env={**os.environ, "PYTHONHASHSEED": "123"})
+    assert int(again.stdout) == studies.trial_seed(7, "dcl", 2)
 
 
 # --- pruning, refusals ------------------------------------------------------------------------------------------
@@ -350,18 +371,19 @@ def test_one_pruning_rule_for_every_method_of_a_command(tmp_path):
     """Every method's study of one command gets the same rule; the warm-up is the same share of each method's
     epochs; the rule is refused when it is not one."""
     path = tiny(tmp_path)
-    args = SimpleNamespace(task=str(path), overrides=[], data_root=None, methods="contrastive,swamp,cca",
-                           trials=4, seconds_per_method=None, seeds="0", study_seed=None, out=str(tmp_path),
-                           storage=None, epochs=4, prune="median", prune_warmup=0.5, launcher="sequential")
+    args = TuneOptions(task=str(path), methods=("contrastive", "swamp", "cca"), trials=4, out=tmp_path, epochs=4,
+                       prune="median")
     found = command.setup(args)
     assert {type(studies.pruner_of(s)) for s in found} == {optuna.pruners.MedianPruner}
     assert {s.warmup_epochs for s in found if s.method != "cca"} == {2}
     assert {s.pruner_text for s in found if s.method != "cca"} == {"median after 50% of the epochs (2)"}
-    default = command.setup(SimpleNamespace(**{**vars(args), "prune": "none"}))
+    default = command.setup(dataclasses.replace(args, prune="none"))
     assert {type(studies.pruner_of(s)) for s in default} == {optuna.pruners.NopPruner}
-    for bad, message in (({"prune": "hyperband"}, "--prune 'hyperband'"), ({"prune_warmup": 0.0}, "--prune-warmup")):
+    for bad, message in (({"prune": "hyperband"}, "--prune 'hyperband'"), ({"prune_warmup": 0.0}, "--prune-warmup"),
+                         ({"folds": 3}, "with folds of the training split"),
+                         ({"prune": "none", "folds": 2}, "--folds 2")):
         with pytest.raises(ConfigError, match=message):
-            command.setup(SimpleNamespace(**{**vars(args), **bad}))
+            command.setup(dataclasses.replace(args, **bad))
 
 
 def test_a_closed_form_fit_is_never_pruned(tmp_path):
@@ -476,12 +498,13 @@ def test_local_workers_share_one_study_and_keep_the_budget_exact(tmp_path, capsy
     out = tmp_path / "out"
     assert cli.main(["tune", str(path), "--methods", "contrastive,cca", "--trials", "7", "--launcher", "local",
                      "--jobs", "2", "--out", str(out), "--no-progress"]) == 0
-    assert "tuning with 2 worker processes" in capsys.readouterr().out
+    assert "tuning with 2 worker processes (1 threads each)" in capsys.readouterr().out
     for method in ("contrastive", "cca"):
         have = stored.counts(_study(out, path, method, 7))
         assert have["counted"] == 7 and have["running"] == 0
-    pids = {t.user_attrs["pid"] for t in _study(out, path, "contrastive", 7).get_trials()}
-    assert len(pids) == 2  # both workers ran trials
+        trials = sorted(_study(out, path, method, 7).get_trials(), key=lambda t: t.number)
+        assert len({t.user_attrs["pid"] for t in trials}) == 1  # a row's trials run in one worker, in order
+        assert all(a.datetime_complete <= b.datetime_start for a, b in zip(trials, trials[1:]))
 
 
 # --- Optuna's journal file: SLURM's default storage, its lock -------------------------------------------------
@@ -503,32 +526,30 @@ def test_journal_urls_round_trip_through_the_storage(tmp_path):
 
 def test_the_slurm_launcher_stores_studies_in_a_journal_file_and_passes_it_to_its_workers(tmp_path):
     path = tiny(tmp_path)
-    args = argparse_namespace(path, tmp_path / "out", launcher="slurm")
+    args = tune_options(path, tmp_path / "out", launcher="slurm", rows=(("contrastive", "infonce"),), folds=3)
     (found,) = command.setup(args)
     journal = f"journal://{(tmp_path / 'out' / 'tiny' / '_tune' / 'studies.log').resolve()}"
-    assert found.storage == journal
-    argv = command.worker_argv(args, 1, 2, found.storage)
+    assert found.storage == journal and found.row_name == "infonce" and found.folds == 3
+    argv = workers.worker_argv(args, 1, 2, found.storage)
     assert argv[argv.index("--storage") + 1] == journal
     worker = cli.build_parser().parse_args(argv[2:])  # the worker's own command line: the same studies
-    assert [s.storage for s in command.setup(worker)] == [journal] and worker.worker == 2
+    (again,) = command.setup(cli_tune.tune_options(worker))
+    assert (again.storage, again.name, again.row_name) == (journal, found.name, "infonce") and worker.worker == 2
     assert (worker.launcher, worker.studies_only, worker.threads, worker.slurm) == ("sequential", True, 1, None)
     for launcher in ("sequential", "local"):  # one machine: SQLite
-        (here,) = command.setup(argparse_namespace(path, tmp_path / "out", launcher=launcher))
+        (here,) = command.setup(tune_options(path, tmp_path / "out", launcher=launcher))
         assert here.storage == stored.default_storage(tmp_path / "out" / "tiny" / "_tune")
-        assert "--storage" in command.worker_argv(args, None, 1, here.storage)
+        assert "--storage" in workers.worker_argv(args, None, 1, here.storage)
     given = f"journal://{tmp_path / 'elsewhere.log'}"
-    assert [s.storage for s in command.setup(argparse_namespace(path, tmp_path / "out", storage=given))] == [given]
+    assert [s.storage for s in command.setup(tune_options(path, tmp_path / "out", storage=given))] == [given]
     with pytest.raises(ConfigError, match="absolute path"):
-        command.setup(argparse_namespace(path, tmp_path / "out", storage="journal://relative.log"))
+        command.setup(tune_options(path, tmp_path / "out", storage="journal://relative.log"))
 
 
-def argparse_namespace(path: Path, out: Path, **extra: object) -> SimpleNamespace:
-    """The arguments of ``harness tune`` that setup and worker_argv read."""
-    return SimpleNamespace(**{
-        "task": str(path), "overrides": [], "data_root": None, "methods": "contrastive", "trials": 3,
-        "seconds_per_method": None, "seeds": "0", "study_seed": None, "out": str(out), "storage": None, "epochs": 1,
-        "prune": "none", "prune_warmup": 0.5, "launcher": "sequential", "device": "cpu", "include": [],
-        "subcommands": cli.build_parser().parse_args(["list"]).subcommands, **extra})  # worker_argv's parser
+def tune_options(path: Path, out: Path, **extra: object) -> TuneOptions:
+    """The options of ``harness tune`` for one method of the tiny task."""
+    return TuneOptions(**{"task": str(path), "methods": ("contrastive",), "trials": 3, "out": out, "epochs": 1,
+                          "device": "cpu", **extra})
 
 
 def test_a_study_in_a_journal_file_runs_here_and_resumes(tmp_path, capsys):

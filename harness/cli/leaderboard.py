@@ -1,13 +1,18 @@
-"""``harness leaderboard``: the reference table's sets (:mod:`harness.tune.leaderboard`), then the table."""
+"""``harness leaderboard``: the reference table's sets (:mod:`harness.tune.reference_sets`), then the table."""
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from harness.cli import options
+from harness.cli.tune import fixed_threads, quiet_optuna, tune_options
 
 NAME = "leaderboard"
 HELP = ("the reference table of cross-modal losses: every row of each task's leaderboard block tuned with one budget, "
         "trained with 5 seeds; ranks and the Bayesian comparison across sets (docs/reference-table.md)")
+if TYPE_CHECKING:
+    from harness.tune.options import SetOptions
+
 EXAMPLE = "python -m harness leaderboard tasks/own_features_labels.yaml --data-root FEATURES --out runs/ref"
 
 
@@ -23,10 +28,35 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--name", default=None, help="the set's folder under --out (default: the task's name, with "
                         "the metric when it is not the primary one)")
     parser.add_argument("--no-bayes", action="store_true", help="leave out the Bayesian comparison (minutes of MCMC)")
+    parser.add_argument("--trials-cap", type=int, default=None, metavar="N",
+                        help="while a row's best validation value still rises over its last quarter of trials, every "
+                             "row of the set gets more trials, equally, up to N (default 40)")
+    parser.add_argument("--folds", type=int, default=None, metavar="K",
+                        help="where a validation split has fewer than 100 items, choose by the mean over K >= 3 folds "
+                             "of the training split (default: the block's folds, else 3)")
+    parser.add_argument("--sets-only", action="store_true",
+                        help="make the sets, not the table (compute it later with --out alone)")
     options.tune(parser, seeds="0-4")
+    fixed_threads(parser)
+
+
+def set_options(args: argparse.Namespace) -> SetOptions:
+    """The command line's arguments as :class:`harness.tune.options.SetOptions`."""
+    from harness.tune.options import DEFAULT_CAP, SetOptions
+
+    cap = DEFAULT_CAP if args.trials_cap is None else args.trials_cap
+    return SetOptions(tasks=tuple(args.tasks), tune=tune_options(args, task="", methods=()), metric=args.metric,
+                      rows=args.rows, name=args.name, cap=cap, folds=args.folds)
 
 
 def handle(args: argparse.Namespace) -> int:
-    from harness.tune import leaderboard
+    if args.tasks:
+        quiet_optuna()
+        from harness.tune import reference_sets
 
-    return leaderboard.cmd(args)
+        reference_sets.make_sets(set_options(args))
+        if args.sets_only:
+            return 0
+    from harness.report import leaderboard as board
+
+    return board.cmd(args)

@@ -29,25 +29,31 @@ from harness.config.plan import Run
 from harness.run import runner
 from harness.store.schema import load_results
 from harness.tune import command
+from harness.tune.options import TuneOptions
 from harness.tune.record import best_settings, final_overrides
-from harness.tune.storage import storage_of
+from harness.tune.storage import recorded_storage, storage_of
 from harness.tune.trial import without_test
 
 
-def audit(args: argparse.Namespace) -> dict[str, Any]:
-    torch.set_num_threads(args.threads)
-    setup = argparse.Namespace(task=args.task, overrides=[], data_root=args.data_root, methods=args.methods,
-                            trials=None, seconds_per_method=None, seeds="0", study_seed=None, out=args.out,
-                            storage=None, epochs=None, prune="none", prune_warmup=0.5, launcher="sequential")
+def audit(task: str, out: str | Path, methods: str, data_root: str | None = None, threads: int = 1,
+          scratch: str | Path = "/tmp/prune-audit") -> dict[str, Any]:
+    """Every pruned trial of each method's committed study (``out``: the folder the studies' ``harness tune`` wrote)
+    trained to its last epoch, beside the best kept trial; by method.
+
+        audit("tasks/own_features_labels.yaml", "results/tuning/wikipedia", "contrastive,swamp", "OWN/wikipedia")
+    """
+    torch.set_num_threads(threads)
+    setup = TuneOptions(task=task, methods=tuple(m for m in methods.split(",") if m), data_root=data_root,
+                        out=Path(out))
     found = {s.method: s for s in command.setup(setup)}
-    tuned = {r["run_name"].split("@")[0]: r for r in load_results(Path(args.out)) if r.get("tuning")}
+    tuned = {r["run_name"].split("@")[0]: r for r in load_results(Path(out)) if r.get("tuning")}
     data = without_test(runner.load_data(next(iter(found.values())).spec()))
-    opts = runner.RunOptions(device=torch.device("cpu"), out=Path(args.scratch), progress=False)
-    out: dict[str, Any] = {}
+    opts = runner.RunOptions(device=torch.device("cpu"), out=Path(scratch), progress=False)
+    result: dict[str, Any] = {}
     for method, s in found.items():
         record = tuned[method]["tuning"]
-        db = (Path(args.out) / s.spec().name / "_tune" / "studies.db").resolve()
-        storage = storage_of(f"sqlite:///{db}")
+        folder = Path(tuned[method]["_path"]).parent
+        storage = storage_of(recorded_storage(record["storage"], folder))
         stored = optuna.load_study(study_name=record["study"], storage=storage)
         kept = [t for t in stored.get_trials(deepcopy=False) if t.state == TrialState.COMPLETE]
         best_kept = float(stored.best_value)  # Optuna's best complete trial, in the study's own direction
@@ -71,9 +77,9 @@ def audit(args: argparse.Namespace) -> dict[str, Any]:
                          "seconds": round(time.perf_counter() - start, 1)})
             print(f"{method} trial {t.number}: pruned at epoch {last}, {value:.2f} at the end "
                   f"({'beats' if beats else 'below'} the best kept {best_kept:.2f})", flush=True)
-        out[method] = {"study": record["study"], "metric": select, "best_kept": best_kept, "kept": len(kept),
-                       "pruned": rows}
-    return out
+        result[method] = {"study": record["study"], "metric": select, "best_kept": best_kept, "kept": len(kept),
+                          "pruned": rows}
+    return result
 
 
 def main() -> None:
@@ -86,7 +92,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--scratch", default="/tmp/prune-audit")
     args = parser.parse_args()
-    found = audit(args)
+    found = audit(args.task, args.out, args.methods, args.data_root, args.threads, args.scratch)
     args.json.write_text(json.dumps({"command": vars(args) | {"json": str(args.json)}, "methods": found},
                                     indent=2) + "\n")
     rows = [[m, f["metric"], len(f["pruned"]), f["kept"], f"{f['best_kept']:.2f}",

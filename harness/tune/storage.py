@@ -138,6 +138,66 @@ def journal_lock(target: Path) -> Iterator[None]:
         held.release()
 
 
+@contextlib.contextmanager
+def claim(name: str, folder: Path) -> Iterator[bool]:
+    """Claim the whole row of the study ``name`` for this worker, without waiting: yields True while this process
+    holds it (an ``flock`` on ``<name>.row`` in ``folder``, released when the process ends, however it ends), False
+    when another worker holds it. A row's trials run in order, in the one worker that holds its claim."""
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / f"{name}.row", "a") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _file_of(url: str) -> tuple[str, str] | None:
+    """(scheme prefix, path) of a storage kept in one file (SQLite, a journal); None for a database server."""
+    for prefix in ("sqlite:///", JOURNAL):
+        if url.startswith(prefix):
+            return prefix, url[len(prefix):]
+    return None
+
+
+def relative_storage(url: str, folder: Path, within: Path) -> str:
+    """The storage URL as a result file in ``folder`` records it: a SQLite or journal file inside the results folder
+    ``within`` named relative to ``folder`` (``sqlite:///../_tune/studies.db``), so that the committed folder opens
+    its studies wherever it is checked out; any other storage as :func:`shown_storage` gives it.
+
+    >>> relative_storage("sqlite:////r/set/task/_tune/studies.db", Path("/r/set/task/m@tuned"), Path("/r"))
+    'sqlite:///../_tune/studies.db'
+    """
+    found = _file_of(url)
+    if found is None or not found[1].startswith("/") or not Path(found[1]).is_relative_to(Path(within).resolve()):
+        return shown_storage(url)
+    prefix, path = found
+    return f"{prefix}{os.path.relpath(path, Path(folder).resolve())}"
+
+
+def recorded_storage(url: str, folder: Path) -> str:
+    """The storage URL to open for a study a result file in ``folder`` records: a relative file
+    (:func:`relative_storage`) resolved against ``folder``; an absolute file as recorded where it exists, else the
+    same ``_tune`` file beside the result's run folder (records written before storages were relative name the
+    machine's absolute path); any other URL as recorded.
+
+    >>> recorded_storage("sqlite:///../_tune/studies.db", Path("/r/set/task/m@tuned"))
+    'sqlite:////r/set/task/_tune/studies.db'
+    """
+    found = _file_of(url)
+    if found is None:
+        return url
+    prefix, path = found
+    if not path.startswith("/"):
+        return f"{prefix}{os.path.normpath(Path(folder).resolve() / path)}"
+    beside = Path(folder).resolve().parent / "_tune" / Path(path).name
+    return url if Path(path).exists() or not beside.exists() else f"{prefix}{beside}"
+
+
 def interrupted(t: optuna.trial.FrozenTrial) -> bool:
     """A trial failed because its worker died (not because of its settings): not counted, re-run."""
     return t.state == TrialState.FAIL and "failed" not in t.user_attrs

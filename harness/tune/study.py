@@ -8,6 +8,13 @@ trials whose worker died) it asks Optuna's TPE sampler for a trial while the bud
 starts slowly would lose its trials for it); ``--prune median`` stops trials that trail the others' median at the
 same epoch once every trial has run the same stated share of its epochs (:func:`pruner_of`). What the tuned result
 files record of a study: :mod:`harness.tune.record`.
+
+One study is one row's sequence of trials, and it runs in order: a worker claims the whole row
+(:func:`harness.tune.storage.claim`) and asks for the next trial only once the last one is told, so that each
+proposal sees every earlier trial. The sampler that proposes trial ``n`` is seeded from the study's seed, the row's
+name and ``n`` (:func:`trial_seed`: a stable hash, not Python's ``hash``), so that the same command proposes the same
+trials whichever worker runs the row, however many workers there are, and after a resume. With ``folds`` the
+objective is the mean over folds of the training split (:mod:`harness.tune.folds`).
 """
 from __future__ import annotations
 
@@ -28,6 +35,7 @@ from harness.config.spec import TaskSpec
 from harness.data.paired import PairedData
 from harness.errors import ConfigError
 from harness.run import runner
+from harness.tune import folds
 from harness.tune import storage as stored
 from harness.tune.space import Dimension, dimensions, start_params
 from harness.tune.trial import run_trial, without_test
@@ -52,6 +60,8 @@ class Study:
     storage: str  # an Optuna storage URL (or journal:///PATH, Optuna's journal file)
     prune: str = "none"  # the pruning rule: none, or median (Optuna's median pruner after a warm-up)
     prune_warmup: float = 0.5  # with median: the share of the epochs every trial runs before it may be pruned
+    row: str = ""  # the row's name, which seeds its sampler (the method's name where empty)
+    folds: int = 0  # > 0: the objective is the mean over that many folds of the training split (harness.tune.folds)
 
     def spec(self, extra: list[str] | None = None) -> TaskSpec:
         """The task with the command's settings and ``extra`` overrides (a trial's settings); without them, the
@@ -80,8 +90,11 @@ class Study:
         resolved settings, the search space, the seed); the budget is not part of it, so a larger --trials
         continues the same study."""
         spec = self.spec()
-        defining = {"config": spec.resolved(self.method), "space": {d.name: d.describe() for d in self.dims()},
-                    "seed": self.seed, "pruner": self.pruner_text}
+        defining: dict[str, Any] = {"config": spec.resolved(self.method),
+                                    "space": {d.name: d.describe() for d in self.dims()},
+                                    "seed": self.seed, "pruner": self.pruner_text}
+        if self.folds:  # another objective; studies on the validation split keep the names they had
+            defining["folds"] = self.folds
         digest = hashlib.sha256(json.dumps(defining, sort_keys=True, default=str).encode()).hexdigest()[:10]
         return f"{spec.name}.{self.method}.{digest}"
 
@@ -105,18 +118,38 @@ class Study:
         select = self.spec().methods[self.method].train.select
         return "minimize" if specs.lower_is_better(select) else "maximize"
 
+    @property
+    def row_name(self) -> str:
+        """The row whose sampler this study seeds: its ``row``, else the method's name."""
+        return self.row or self.method
+
     def lock(self) -> AbstractContextManager[None]:
         """The study's lock (:func:`harness.tune.storage.lock`)."""
         return stored.lock(self.name, self.folder, self.storage)
 
 
+def trial_seed(seed: int, row: str, number: int) -> int:
+    """The seed of the sampler that proposes trial ``number`` of row ``row`` (a stable hash of the three).
+
+    >>> trial_seed(0, "infonce", 3) == trial_seed(0, "infonce", 3) != trial_seed(0, "infonce+swamp", 3)
+    True
+    """
+    digest = hashlib.sha256(f"{seed}:{row}:{number}".encode()).digest()
+    return int.from_bytes(digest[:4], "big")
+
+
+def sampler_for(study: Study, number: int) -> optuna.samplers.TPESampler:
+    """The TPE sampler that proposes the study's trial ``number`` (:func:`trial_seed`)."""
+    return optuna.samplers.TPESampler(seed=trial_seed(study.seed, study.row_name, number))
+
+
 def open_study(study: Study, worker: int = 0) -> optuna.Study:
     """The method's study, created on first use, with the task's own settings queued as its first trial (Optuna's
     ``skip_if_exists``: queued once, whoever opens it; under the study's lock, as Optuna asks of workers that may
-    open it at once). The sampler is seeded by the study's seed and the ``worker``'s number, so that one worker's
-    study is the same on every run of the command and parallel workers sample apart."""
+    open it at once). Each trial's sampler is seeded when it is asked for (:func:`sampler_for`), not by the
+    ``worker`` that opens the study, so that a row's trials are the same whoever runs them."""
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    sampler = optuna.samplers.TPESampler(seed=study.seed * 1009 + worker)
+    sampler = sampler_for(study, 0)
     opened = optuna.create_study(storage=stored.storage_of(study.storage), study_name=study.name, sampler=sampler,
                                  pruner=pruner_of(study), direction=study.direction, load_if_exists=True)
     start = start_params(study.spec(), study.method, study.dims())
@@ -137,14 +170,21 @@ def pruner_of(study: Study) -> optuna.pruners.BasePruner:
     return optuna.pruners.MedianPruner(n_startup_trials=n_startup, n_warmup_steps=study.warmup_epochs)
 
 
-def check_budget(trials: int, seconds: float | None, prune: str = "none", warmup: float = 0.5) -> None:
-    """--trials and --seconds-per-method must leave a budget; --prune names a rule and --prune-warmup a share."""
+def check_budget(trials: int, seconds: float | None, prune: str = "none", warmup: float = 0.5,
+                 folds: int = 0) -> None:
+    """--trials and --seconds-per-method must leave a budget; --prune names a rule and --prune-warmup a share;
+    folds (at least 3) go without pruning."""
+    if folds and folds < 3:
+        raise ConfigError(f"--folds {folds}: give at least 3 folds of the training split (or 0: the validation split)")
     if prune not in PRUNERS:
         raise ConfigError(f"--prune {prune!r}: valid: {', '.join(PRUNERS)}")
     if not 0 < warmup <= 1:
         raise ConfigError(f"--prune-warmup must be a share of the epochs in (0, 1], got {warmup}")
     if trials < 1:
         raise ConfigError(f"--trials must be >= 1 (trials per method), got {trials}")
+    if folds and prune != "none":
+        raise ConfigError("--prune median judges a trial by its epochs on the validation split; with folds of the "
+                          "training split (--folds) a trial trains once per fold: leave out --prune")
     if seconds is not None and not seconds > 0:
         raise ConfigError(f"--seconds-per-method must be > 0, got {seconds}")
 
@@ -159,6 +199,7 @@ def _ask(study: Study, opened: optuna.Study, searched: bool) -> optuna.Trial | N
             return None
         if study.seconds is not None and stored.seconds_spent(opened) >= study.seconds:
             return None
+        opened.sampler = sampler_for(study, len(opened.get_trials(deepcopy=False)))
         with warnings.catch_warnings():  # the task's own value may lie outside a narrowed search: kept
             warnings.simplefilter("ignore", UserWarning)
             return opened.ask()
@@ -166,11 +207,15 @@ def _ask(study: Study, opened: optuna.Study, searched: bool) -> optuna.Trial | N
 
 def work(study: Study, data: PairedData, opts: runner.RunOptions, progress: Any = None,
          worker: int = 0) -> optuna.Study:
-    """Run trials of ``study`` until its budget is met as worker number ``worker`` (:func:`_ask`); ``progress`` (a
-    tqdm bar) is advanced per trial this worker ends."""
+    """Run trials of ``study`` until its budget is met as worker number ``worker`` (:func:`_ask`), one after another;
+    ``progress`` (a tqdm bar) is advanced per trial this worker ends. The trials see ``data`` without its test split,
+    or with ``folds``, each fold's view of the training split (:func:`views_of`).
+
+        opened = work(Study(task="tasks/synthetic.yaml", method="contrastive", ...), data, opts)
+    """
     opened = open_study(study, worker)
     dims = study.dims()
-    view = without_test(data)
+    view = views_of(study, data)
     while (trial := _ask(study, opened, bool(dims))) is not None:
         trial.set_user_attr("worker", worker)  # with host and pid (run_trial): which worker ran the trial
         with warnings.catch_warnings():
@@ -182,6 +227,16 @@ def work(study: Study, data: PairedData, opts: runner.RunOptions, progress: Any 
             progress.set_postfix(best=f"{best:.2f}" if best is not None else "-")
             progress.refresh()
     return opened
+
+
+def views_of(study: Study, data: PairedData) -> list[PairedData]:
+    """The data each trial trains on: ``data`` without its test split, or with ``folds``, the view of each fold of
+    the training split (:func:`harness.tune.folds.fold_view`), the folds drawn with the study's seed."""
+    view = without_test(data)
+    if not study.folds:
+        return [view]
+    found = folds.make_folds(view["train"], study.folds, study.seed)
+    return [folds.fold_view(view, found, i) for i in range(len(found))]
 
 
 def _best_value(opened: optuna.Study) -> float | None:

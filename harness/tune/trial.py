@@ -6,7 +6,9 @@ selection metric (``train.select``) of the epoch training keeps. Each epoch's be
 study, whose pruner may stop it (:func:`harness.tune.study.pruner_of`). Settings the task, the method or the data
 refuse, and a training that fails (a non-finite loss), end the trial as failed and counted. While it trains, the
 trial's heartbeat (:class:`Heartbeat`) tells the other workers it is alive (:func:`harness.tune.storage.recover`).
-The test split is never read: trials get the data without it (:func:`without_test`).
+The test split is never read: trials get the data without it (:func:`without_test`). With folds of the training
+split (:mod:`harness.tune.folds`) a trial trains once per fold, each validated on its fold, and its value is the mean;
+such a trial reports no epochs to the pruner.
 """
 from __future__ import annotations
 
@@ -95,9 +97,15 @@ def _fail(opened: optuna.Study, trial: optuna.Trial, why: str) -> None:
     opened.tell(trial, state=TrialState.FAIL)
 
 
-def run_trial(study: Trialled, opened: optuna.Study, trial: optuna.Trial, dims: list[Dimension], data: PairedData,
-              opts: runner.RunOptions) -> None:
-    """Train one trial on ``data`` (train and validation splits only) and tell the study how it ended."""
+def run_trial(study: Trialled, opened: optuna.Study, trial: optuna.Trial, dims: list[Dimension],
+              views: PairedData | list[PairedData], opts: runner.RunOptions) -> None:
+    """Train one trial on each of ``views`` (the training and validation splits, or each fold's view of the training
+    split: :mod:`harness.tune.folds`) and tell the study how it ended: the mean of the views' selected validation
+    values.
+
+        run_trial(study, opened, opened.ask(), study.dims(), [without_test(data)], opts)
+    """
+    views = views if isinstance(views, list) else [views]
     trial.set_user_attr("host", HOST)
     trial.set_user_attr("pid", os.getpid())
     trial.set_user_attr("beat", time.time())
@@ -107,29 +115,49 @@ def run_trial(study: Trialled, opened: optuna.Study, trial: optuna.Trial, dims: 
     except ConfigError as err:  # a combination the settings refuse (e.g. K not below queue): counted, failed
         return _fail(opened, trial, f"settings refused: {err}")
     tag = hashlib.sha1(json.dumps(values, sort_keys=True).encode()).hexdigest()[:12]
-    run = Run(spec, study.method, f"{study.method}@trial-{tag}", values, study.seed)
-    refused = preflight.refusals([run], data)
-    if refused:  # settings the data refuses (K above the training pairs), as a run of them would be: counted, failed
-        return _fail(opened, trial, f"settings refused: {next(iter(refused.values()))}"[:500])
-    checkpoint = resume_path(result_path(opts.out, spec.name, run.run_name, run.seed))
+    runs = [Run(spec, study.method, f"{study.method}@trial-{tag}" + (f"-fold{i}" if len(views) > 1 else ""), values,
+                study.seed) for i in range(len(views))]
+    for run, view in zip(runs, views):
+        refused = preflight.refusals([run], view)
+        if refused:  # settings the data refuses (K above the training pairs), as a run would be: counted, failed
+            return _fail(opened, trial, f"settings refused: {next(iter(refused.values()))}"[:500])
+    select = spec.methods[study.method].train.select
+    scores = []
+    for run, view in zip(runs, views):
+        reporter = _reporter(opened, trial, spec, study.method) if len(views) == 1 else None
+        trained = _train(opened, trial, run, view, opts, reporter)
+        if trained is None:
+            return
+        scores.append(float(trained.val_at_best[select]))
+        trial.set_user_attr("best_epoch" if len(views) == 1 else f"best_epoch_fold{len(scores) - 1}",
+                            trained.fit.best_epoch)
+    if len(views) > 1:
+        trial.set_user_attr("fold_values", scores)
+    opened.tell(trial, sum(scores) / len(scores))
+
+
+def _train(opened: optuna.Study, trial: optuna.Trial, run: Run, view: PairedData, opts: runner.RunOptions,
+           reporter: Any) -> Any:
+    """One training of the trial; None when it ended the trial (pruned, or failed because of its settings)."""
+    checkpoint = resume_path(result_path(opts.out, run.spec.name, run.run_name, run.seed))
     printed = io.StringIO()  # a trial's warnings (collapse, ...) go into the study, not onto the console
     try:
         with Heartbeat(trial), contextlib.redirect_stdout(printed):
-            trained = runner.train(run, data, opts, on_epoch=_reporter(opened, trial, spec, study.method))
+            trained = runner.train(run, view, opts, on_epoch=reporter)
     except optuna.TrialPruned:
         checkpoint.unlink(missing_ok=True)
         opened.tell(trial, state=TrialState.PRUNED)
-        return
+        return None
     except RunError as err:  # the settings made training fail (a non-finite loss): counted, failed
         checkpoint.unlink(missing_ok=True)
-        return _fail(opened, trial, str(err).splitlines()[0][:500])
+        _fail(opened, trial, str(err).splitlines()[0][:500])
+        return None
     checkpoint.unlink(missing_ok=True)  # kept on any other end (an interrupt): the trial's re-run resumes from it
     if printed.getvalue().strip():
         trial.set_user_attr("printed", printed.getvalue().strip()[-2000:])
     if trained is None:  # not rank 0 under torchrun (tune runs one process per trial)
         raise ConfigError("harness tune runs each trial in one process; start it without torchrun")
-    trial.set_user_attr("best_epoch", trained.fit.best_epoch)
-    opened.tell(trial, float(trained.val_at_best[spec.methods[study.method].train.select]))
+    return trained
 
 
 def _reporter(opened: optuna.Study, trial: optuna.Trial, spec: TaskSpec, method: str) -> Any:
