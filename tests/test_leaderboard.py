@@ -15,24 +15,24 @@ from harness.cli import main
 from harness.config import spec as specs
 from harness.errors import ConfigError
 from harness.report import claims, stats
-from harness.report import leaderboard as lb
+from harness.report import reference_table as lb
 from harness.report.accuracy import collapse_flag
 from harness.store.schema import load_results
-from harness.tune import leaderboard as tune_lb
+from harness.tune import reference_sets as tune_lb
 from tests.conftest import ROOT, write_task
 
 
 def cell(role: str, values: list[float], val_best: float, budget: int = 20, counted: int | None = None,
          minutes: float = 1.0) -> lb.Cell:
-    return lb.Cell(role=role, method=role, values=dict(enumerate(values)), val_best=val_best,
+    return lb.Cell(name=role, method=role, values=dict(enumerate(values)), val_best=val_best,
                    trials={"counted": budget if counted is None else counted, "complete": budget, "pruned": 0},
                    budget=budget, pruner="none", trial_minutes=minutes, step_ms=2.0, contended=0, best={})
 
 
 def board(name: str, cells: list[lb.Cell], metric: str = "a2b/R@1") -> lb.Board:
-    manifest = {"task": "t.yaml", "metric": metric, "primary": True, "rows": {c.role: c.role for c in cells},
+    manifest = {"task": "t.yaml", "metric": metric, "primary": True, "rows": {c.name: c.name for c in cells},
                 "trials": 20}
-    return lb.Board(name, Path(name), manifest, {c.role: c for c in cells}, "AMD EPYC, 2 cores")
+    return lb.Board(name, Path(name), manifest, {c.name: c for c in cells}, "AMD EPYC, 2 cores")
 
 
 def test_the_strongest_contrastive_loss_is_chosen_on_validation_not_on_test():
@@ -84,7 +84,8 @@ def test_render_shows_the_budget_the_choice_and_the_costs():
     b = board("wiki", [cell("infonce", [80, 81, 82], 60.0, minutes=3.2), cell("sum", [60, 61, 62], 50.0),
                        cell("swamp", [79, 80, 81], 59.0, minutes=6.1)])
     page = lb.render([b], {"skipped": "one set"}, {"skipped": "one set"}, "cmd")
-    assert "**81.00 ± 2.48 (n=3)**" in page and "| 61.00 ± 2.48 (n=3)" in page  # the summed hinge is not bold
+    # ± is the sample std over seeds; the summed hinge is not bold
+    assert "**81.00 ± 1.00 (n=3)**" in page and "| 61.00 ± 1.00 (n=3)" in page
     assert "20 trials per method, pruning none" in page
     assert "strongest contrastive loss (validation): InfoNCE (summed hinge 50.00, InfoNCE 60.00)" in page or \
         "strongest contrastive loss (validation): InfoNCE (InfoNCE 60.00, summed hinge 50.00)" in page
@@ -206,26 +207,80 @@ def test_the_bayesian_comparison_is_seeded_and_points_the_right_way():
 # --- the task's block and the command ---------------------------------------------------------------------------
 
 def test_every_committed_leaderboard_block_is_valid():
+    """Each primary task's block is the factorial design: every contrastive loss X alone and with SwAMP's term beside
+    it (its weight searched), SwAMP alone; at least 20 trials per set, QMUL included."""
+    from harness.report import rows as rowmodel
+    from harness.tune import space
+
     for name in ("synthetic", "wikipedia", "msrvtt_vgg128", "qmul_shoes", "qmul_chairs", "own_features",
                  "own_features_labels"):
         spec = specs.load_task(ROOT / "tasks" / f"{name}.yaml")
         block = tune_lb.block_of(spec)
-        assert block.metric in spec.metrics.names() and set(block.rows) <= set(lb.ROLES)
-        assert {"max_violation", "sum", "infonce", "siglip", "swamp", "swamp_infonce"} <= set(block.rows)
-        assert block.trials >= (12 if name.startswith("qmul") else 20)
+        assert block.metric in spec.metrics.names() and block.trials >= 20
+        family = list(rowmodel.FAMILY)
+        assert [r.name for r in rowmodel.of_role(block.rows, rowmodel.CONTRASTIVE)] == family
+        assert sorted((r.base, r.name) for r in rowmodel.of_role(block.rows, rowmodel.WITH_SWAMP)) == \
+            sorted((x, x + rowmodel.WITH) for x in family)
+        (alone,) = rowmodel.of_role(block.rows, rowmodel.SWAMP)
+        assert spec.resolved(alone.method)["method"]["contrastive_weight"] == 0
+        for row in rowmodel.of_role(block.rows, rowmodel.WITH_SWAMP):
+            settings = spec.resolved(row.method)["method"]
+            assert settings["contrastive_weight"] > 0 and rowmodel.legacy_base(settings) == row.base, (name, row)
+            searched = {d.name: d for d in space.dimensions(spec, row.method)}
+            assert searched["contrastive_weight"].space.log, (name, row.name)  # its weight is searched
+    assert tune_lb.block_of(specs.load_task(ROOT / "tasks" / "qmul_chairs.yaml")).folds == 3
+    # the paper's own configuration per family is the matching X + SwAMP row
+    shoes = tune_lb.block_of(specs.load_task(ROOT / "tasks" / "qmul_shoes.yaml"))
+    assert shoes.rows["max_violation+swamp"].method == "swamp"
+    msrvtt = tune_lb.block_of(specs.load_task(ROOT / "tasks" / "msrvtt_vgg128.yaml"))
+    assert msrvtt.rows["sum+swamp"].method == "swamp"
+
+
+def _with_block(tmp_path: Path, block: dict, **extra: object) -> Path:
+    """The tiny task with ``block`` as its whole leaderboard block (not merged with its base's)."""
+    from harness.config.spec import merge
+    from tests.conftest import TINY
+
+    raw = yaml.safe_load((ROOT / "tasks" / "synthetic.yaml").read_text())
+    raw.pop("leaderboard")
+    body = merge(raw, {k: v for k, v in {**TINY, **extra}.items() if k != "base"})
+    return write_task(tmp_path, {**body, "leaderboard": block})
+
+
+def test_the_first_editions_methods_block_is_still_read(tmp_path):
+    from tests.conftest import TINY
+
+    methods = {**TINY["methods"], "swamp_plus": {**TINY["methods"]["swamp"], "contrastive_weight": 1.0,
+                                                 "loss": "infonce"}}
+    path = _with_block(tmp_path, {"metric": "a2b/R@1", "methods": {"infonce": "contrastive", "swamp": "swamp",
+                                                                   "swamp_infonce": "swamp_plus"}}, methods=methods)
+    rows = tune_lb.block_of(specs.load_task(path)).rows
+    assert {n: (r.method, r.role, r.base) for n, r in rows.items()} == {
+        "infonce": ("contrastive", "contrastive", None), "swamp": ("swamp", "swamp", None),
+        "infonce+swamp": ("swamp_plus", "with_swamp", "infonce")}
 
 
 def test_a_bad_leaderboard_block_is_refused_naming_the_key(tmp_path):
-    from tests.conftest import TINY
-
-    for block, message in (({"metric": "a2b/R@99", "methods": {"infonce": "contrastive"}}, "leaderboard metric"),
+    row = {"infonce": {"method": "contrastive", "role": "contrastive"}}
+    for block, message in (({"metric": "a2b/R@99", "rows": row}, "leaderboard metric"),
                            ({"metric": "a2b/R@1", "methods": {"infonse": "contrastive"}}, "did you mean 'infonce'"),
                            ({"metric": "a2b/R@1", "methods": {"infonce": "nope"}}, "unknown method 'nope'"),
-                           ({"metric": "a2b/R@1", "trials": 0, "methods": {"infonce": "contrastive"}}, "trials"),
+                           ({"metric": "a2b/R@1", "rows": {"x": {"method": "nope", "role": "candidate"}}},
+                            "unknown method 'nope'"),
+                           ({"metric": "a2b/R@1", "rows": {"x": {"method": "contrastive", "role": "rival"}}},
+                            "role must be one of"),
+                           ({"metric": "a2b/R@1", "rows": {**row, "again": {"method": "contrastive",
+                                                                              "role": "candidate"}}},
+                            "both tune contrastive"),
+                           ({"metric": "a2b/R@1", "rows": row, "methods": {"infonce": "contrastive"}}, "not both"),
+                           ({"metric": "a2b/R@1", "trials": 0, "rows": row}, "trials"),
+                           ({"metric": "a2b/R@1", "folds": 2, "rows": row}, "folds must be an integer >= 3"),
                            ({"metrc": "a2b/R@1"}, "did you mean 'metric'")):
-        path = write_task(tmp_path, {**TINY, "leaderboard": block})
         with pytest.raises(ConfigError, match=message):
-            tune_lb.block_of(specs.load_task(path))
+            tune_lb.block_of(specs.load_task(_with_block(tmp_path, block)))
+    # any registered method is a row, declared by the task or not
+    path = _with_block(tmp_path, {"metric": "a2b/R@1", "rows": {**row, "mmr": {"method": "mmr", "role": "candidate"}}})
+    assert tune_lb.block_of(specs.load_task(path)).rows["mmr"].role == "candidate"
 
 
 def _labelled_features(root: Path, n: int = 240, classes: int = 4, width: int = 12) -> Path:
@@ -279,6 +334,10 @@ def _tuned_set(tmp_path: Path) -> Path:
     for run in ("contrastive@tuned", "swamp@tuned"):
         shutil.copytree(src / run, folder / "own_features_labels" / run)
     shutil.copytree(src / "contrastive@tuned", folder / "own_features_labels" / "contrastive_sum@tuned")
+    for path in (folder / "own_features_labels" / "swamp@tuned").glob("seed*.json"):  # read as SwAMP alone
+        data = json.loads(path.read_text())
+        data["config"]["method"]["contrastive_weight"] = 0.0
+        path.write_text(json.dumps(data))
     for path in (folder / "own_features_labels" / "contrastive_sum@tuned").glob("seed*.json"):
         data = json.loads(path.read_text())
         data["run_name"], data["metrics"]["a2b/class_mAP"] = "contrastive_sum@tuned", 99.0 + data["seed"] / 10
@@ -405,7 +464,7 @@ def test_a_tuned_verdict_on_collapsed_runs_is_marked_and_refused_without_a_reaso
 
 def test_reproduce_reference_counts_a_changed_tie_as_moved():
     from harness.remake import reference as remake
-    swamp = cell("swamp", [98.5, 98.6, 98.4], 100.0)
+    swamp = cell("swamp", [98.5, 98.6, 98.4], 99.5)  # below the ceiling: the set is not saturated
     tie = [cell("max_violation", [97.0, 97.2, 96.8], 100.0), cell("sum", [99.0, 99.2, 98.9], 100.0),
            cell("infonce", [98.0, 98.1, 97.9], 99.0), swamp]
     assert remake.compared([board("s", tie)], {"s": board("s", tie)})[1] == 0  # the same cells: nothing moved
@@ -420,7 +479,7 @@ def test_reproduce_reference_counts_a_changed_tie_as_moved():
 def test_the_budget_line_names_the_rows_a_primary_set_does_not_declare():
     cells = [cell("infonce", [1, 2, 3], 9.0), cell("swamp", [2, 3, 4], 1.0)]
     page = lb.render([board("p", cells)], {"skipped": "-"}, {"skipped": "-"}, "cmd")
-    assert "no row for max-violation hinge (VSE++), summed hinge, SigLIP, SwAMP + InfoNCE, CCA, no training " \
+    assert "no row for max-violation hinge (VSE++), summed hinge, SigLIP, InfoNCE + SwAMP, CCA, no training " \
            "(identity): the task does not declare them" in page
     second = board("m", cells, metric="a2b/MedR")
     second.manifest["primary"] = False  # a second metric's rows are chosen with --rows: nothing to say
