@@ -16,7 +16,7 @@ from pathlib import Path
 from tabulate import tabulate
 
 from harness.errors import ConfigError
-from harness.report import leaderboard
+from harness.report import reference_table as leaderboard
 from harness.store import executed as ex
 
 
@@ -83,7 +83,7 @@ def compared(boards: list[leaderboard.Board], again: dict[str, leaderboard.Board
             continue
         for role, cell in b.cells.items():
             other = new.cells.get(role)
-            rows.append([b.name, leaderboard.ROLES[role], f"{cell.summary.mean:.2f}",
+            rows.append([b.name, b.shown(role), f"{cell.summary.mean:.2f}",
                          "–" if other is None else f"{other.summary.mean:.2f}",
                          "–" if other is None else "same" if other.values == cell.values else "moved"])
         before, after = leaderboard.tied(b), leaderboard.tied(new)  # the strongest loss, or the losses tied
@@ -92,7 +92,7 @@ def compared(boards: list[leaderboard.Board], again: dict[str, leaderboard.Board
             shown = [f"{a.tested.diff:+.2f} ({a.reading})" if a is not None and a.tested.diff is not None else "–"
                      for a in (was, now)]
             same = now is not None and now.rival == was.rival and now.reading == was.reading
-            rows.append([b.name, f"SwAMP − {leaderboard.ROLES[was.rival]}", *shown, "same" if same else "moved"])
+            rows.append([b.name, f"SwAMP − {b.shown(was.rival)}", *shown, "same" if same else "moved"])
         moved += before != after or (was is not None and (now is None or now.reading != was.reading))
     return rows, moved
 

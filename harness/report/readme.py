@@ -2,23 +2,25 @@
 ``<!-- NAME: end -->``), computed from the committed results alone:
 
 - ``claims ledger``: the ledger judged (:mod:`harness.report.claims`), its table and its summary line;
-- ``reference table``: the reference table of cross-modal losses in brief (:mod:`harness.report.leaderboard`): the
-  sets measured, SwAMP against the strongest contrastive loss set by set, and the comparison across sets (the
-  Bayesian one as the committed ``reference.json`` records it: it samples for minutes, and ``harness leaderboard``
-  computes it, not this).
+- ``reference table``: the reference table of cross-modal losses in brief (:mod:`harness.report.reference_table`):
+  the sets measured, the comparisons each claim makes set by set, and the comparisons across sets (the Bayesian ones
+  as the committed ``reference.json`` records them: they sample for minutes, and ``harness leaderboard`` computes
+  them, not this).
 
 ``python -m harness readme`` rewrites the sections in place; ``--check`` exits 1 naming each section that is not
 what the results give (tests/test_docs.py runs the check)."""
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from harness.errors import ConfigError
 from harness.report import claims
-from harness.report import leaderboard as lb
+from harness.report import reference_table as rt
+from harness.report.reference_table import record as rt_record
 from harness.store.io import write_text_atomic
 
 REFERENCE = Path("results") / "reference"  # the committed reference table, relative to the checkout
@@ -35,24 +37,22 @@ def ledger_section(root: Path) -> str:
 
 
 def reference_section(root: Path) -> str:
-    """The reference table in brief: its sets, SwAMP against each set's strongest contrastive loss, and the ranks and
-    the Bayesian comparison across sets."""
+    """The reference table in brief: its sets, each set's answer (SwAMP alone against the strongest contrastive loss,
+    or X + SwAMP against X where SwAMP's row is an add-on), and the ranks and the Bayesian comparisons across sets."""
     folder = root / REFERENCE
-    boards = [b for b in lb.load_boards(folder) if b.cells]
+    boards = [b for b in rt.load_boards(folder) if b.cells]
     prefix = f"{REFERENCE.as_posix()}/"
     if not boards:
         return f"No set of the reference table has tuned results yet ([{prefix}]({prefix}))."
     primary = [b for b in boards if b.primary]
-    record = f"{REFERENCE.as_posix()}/reference.json"
-    compared = lb.recorded(folder).get("bayes") or {"skipped": f"no {record} yet"}
-    if set(compared.get("sets", [])) - {b.name for b in primary}:
-        compared = {"skipped": f"{record} compares other sets: python -m harness leaderboard --out {prefix[:-1]}"}
-    found = lb.ranks(primary)
-    out = [f"Sets measured so far: {len(primary)} ({', '.join(b.label for b in primary)}); the table, the budgets "
-           f"and the costs: [{prefix}reference.md]({prefix}reference.md). SwAMP against the strongest contrastive "
-           "loss of each set (chosen on validation), on test:", ""]
-    out += [lb.against_line(b) for b in boards]
-    out += ["", " ".join(line for line in lb.across_lines(found, compared, prefix) if line)]
+    compared = rt_record.kept_bayes(folder, primary)
+    found = rt.ranks(primary)
+    out = [f"Sets measured so far: {len(primary)} ({', '.join(b.label for b in primary)}); the table, every "
+           f"comparison, the budgets and the costs: [{prefix}reference.md]({prefix}reference.md). Each set's answer on "
+           "test (SwAMP alone against the strongest contrastive loss chosen on validation; where the set's SwAMP row "
+           "adds SwAMP's term to a contrastive loss X, X + SwAMP against X):", ""]
+    out += [rt.against_line(b) for b in boards]
+    out += ["", " ".join(line for line in rt.across_lines(found, compared, prefix) if line)]
     return "\n".join(out)
 
 
@@ -89,19 +89,35 @@ def refresh(path: Path, root: Path) -> list[str]:
     return changed
 
 
-def cmd(args: argparse.Namespace) -> int:
-    """``harness readme [README] [--check]``."""
-    path = Path(args.readme)
+@dataclass(frozen=True)
+class Options:
+    """What ``harness readme`` asks: the README holding the marked sections, and whether only to check them."""
+
+    readme: Path = Path("README.md")
+    check: bool = False
+
+
+def main(options: Options) -> int:
+    """Rewrite the README's generated sections, or with ``check`` write nothing and return 1 when one is stale.
+
+    Example: ``main(Options(Path("README.md"), check=True))`` returns 0 when every section is current."""
+    path = options.readme
     if not path.is_file():
         raise ConfigError(f"{path} does not exist; give the README whose generated sections to write")
     root = path.resolve().parent
-    if args.check:
+    if options.check:
         behind = stale(path, root)
         for name in behind:
-            print(f"warning: {path}: the {name} is stale: python -m harness readme {args.readme}", file=sys.stderr)
+            print(f"warning: {path}: the {name} is stale: python -m harness readme {path}", file=sys.stderr)
         print(f"{len(behind)} stale section(s) in {path}" if behind else
               f"every generated section of {path} is current")
         return 1 if behind else 0
     changed = refresh(path, root)
     print(f"rewrote {', '.join(changed)} in {path}" if changed else f"{path}: every generated section was current")
     return 0
+
+
+def cmd(args: Any) -> int:
+    """``harness readme [README] [--check]`` from the parsed options (``readme``, ``check``), kept while
+    ``harness.cli.readme`` moves to :func:`main`."""
+    return main(Options(Path(args.readme), bool(args.check)))

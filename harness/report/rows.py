@@ -189,3 +189,9 @@ def pairs(rows: Mapping[str, Row]) -> list[tuple[Row, Row]]:
     """Each X + SwAMP row with its X: the pairs of the comparison *X + SwAMP − X*, in the family's order."""
     found = [(r, rows[r.base]) for r in rows.values() if r.role == WITH_SWAMP and r.base is not None and r.base in rows]
     return sorted(found, key=lambda p: _family_index(p[0]))
+
+
+def order_key(row: Row) -> tuple[int, int, str]:
+    """A row's place in a table over several sets: by role (contrastive, X + SwAMP, SwAMP, candidate, reference,
+    floor), then by the family's order of its loss (of its X for X + SwAMP), then by name."""
+    return ROLE_ORDER[row.role], _family_index(row), row.name

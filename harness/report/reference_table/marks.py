@@ -1,0 +1,92 @@
+"""What a cell is marked with besides its number: a failed seed, a cell below the no-training floor, a row whose
+budget had not converged; and a set whose validation metric saturates, which cannot choose among rows.
+
+**Failed seed.** A seed whose selected validation value (``val_at_best``, what its run chose its epoch by) lies far
+below its row's other seeds: more than :data:`MADS` scaled median absolute deviations (MAD × 1.4826, the normal
+consistent scale) below the median of the other seeds, and at least :data:`MIN_GAP` points (ranks, for a rank metric)
+or :data:`MIN_ITEMS` validation items' worth (``100 / items`` points each), whichever is larger, below it. The rule is
+robust: the other seeds' median and MAD are not moved by the failed seed itself, and the floor of a few points (or
+items) keeps seeds that agree to a tenth of a point, or splits of 20 items, from marking ordinary noise. It needs
+three other seeds. The collapse detector (:mod:`harness.run.collapse`) does not see such runs: it looks for a loss
+at its collapsed value or a validation metric at chance, and a seed that trains to a poorer optimum shows neither.
+"""
+from __future__ import annotations
+
+import math
+import statistics
+from typing import Any
+
+from harness.report import rows as rowmodel
+
+MADS = 3.0  # scaled MADs below the other seeds' median
+MAD_SCALE = 1.4826  # the MAD's normal-consistent scale
+MIN_GAP = 5.0  # points (ranks for a rank metric): the least distance marked as a failure
+MIN_ITEMS = 3  # validation items: on a split of 20 items one item is 5 points, and a seed 2 items behind is noise
+MIN_OTHERS = 3  # other seeds needed to judge one
+FAILED = "[failed seed {}]"
+BELOW_FLOOR = "[below floor]"
+UNINFORMATIVE = "uninformative for tuning"
+
+
+def min_gap(items: int | None, lower: bool = False) -> float:
+    """The least distance marked as a failure: :data:`MIN_GAP`, or :data:`MIN_ITEMS` validation items' worth of a
+    recall or mAP where that is larger."""
+    return MIN_GAP if lower or not items else max(MIN_GAP, MIN_ITEMS * 100.0 / items)
+
+
+def failed_seeds(val_at_best: dict[int, float], lower: bool = False, items: int | None = None) -> list[int]:
+    """The seeds whose selected validation value lies more than :data:`MADS` scaled MADs and at least
+    :func:`min_gap` below (above, for a rank) the median of the row's other seeds."""
+    least = min_gap(items, lower)
+    out = []
+    for seed, value in sorted(val_at_best.items()):
+        others = [v for s, v in val_at_best.items() if s != seed]
+        if len(others) < MIN_OTHERS:
+            continue
+        centre = statistics.median(others)
+        spread = MAD_SCALE * statistics.median(abs(v - centre) for v in others)
+        gap = (value - centre) if lower else (centre - value)
+        if gap > max(MADS * spread, least):
+            out.append(seed)
+    return out
+
+
+def floor_value(board: Any) -> float | None:
+    """The mean test value of the set's no-training row; None without one."""
+    floors = board.named(rowmodel.FLOOR)
+    return board.cells[floors[0]].summary.mean if floors else None
+
+
+def below_floor(board: Any) -> list[str]:
+    """The trained rows whose mean test value is worse than the no-training row's."""
+    floor = floor_value(board)
+    if floor is None:
+        return []
+    return [n for n, c in board.cells.items()
+            if board.role(n) != rowmodel.FLOOR and board.better(floor, c.summary.mean)]
+
+
+def ceiling(metric_lower: bool) -> float:
+    """The best value a metric can take: 1 for a rank, 100 for a recall or a mean average precision."""
+    return 1.0 if metric_lower else 100.0
+
+
+def saturated(board: Any) -> bool:
+    """Whether every trained row's best validation value sits at the metric's ceiling: validation cannot choose
+    among the rows, and a verdict that rests on a choice (the strongest loss, the best row) is uninformative."""
+    top = ceiling(board.lower)
+    values = [c.val_best for n, c in board.cells.items() if board.role(n) != rowmodel.FLOOR]
+    return bool(values) and all(v is not None and math.isclose(float(v), top, abs_tol=1e-6) for v in values)
+
+
+def cell_marks(board: Any, name: str, not_converged: bool = False) -> str:
+    """A cell's marks: ' [failed seed 3] [below floor] [budget not converged]' ('' when none)."""
+    cell = board.cells[name]
+    out = [FAILED.format(s) for s in failed_seeds(cell.val_at_best, board.lower, board.items)]
+    if name in below_floor(board):
+        out.append(BELOW_FLOOR)
+    if not_converged:
+        from harness.report.convergence import NOT_CONVERGED
+
+        out.append(NOT_CONVERGED)
+    return "".join(f" {m}" for m in out)
