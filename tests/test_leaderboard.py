@@ -18,7 +18,7 @@ from harness.report import claims, stats
 from harness.report import reference_table as lb
 from harness.report.accuracy import collapse_flag
 from harness.store.schema import load_results
-from harness.tune import leaderboard as tune_lb
+from harness.tune import reference_sets as tune_lb
 from tests.conftest import ROOT, write_task
 
 
@@ -207,26 +207,80 @@ def test_the_bayesian_comparison_is_seeded_and_points_the_right_way():
 # --- the task's block and the command ---------------------------------------------------------------------------
 
 def test_every_committed_leaderboard_block_is_valid():
+    """Each primary task's block is the factorial design: every contrastive loss X alone and with SwAMP's term beside
+    it (its weight searched), SwAMP alone; at least 20 trials per set, QMUL included."""
+    from harness.report import rows as rowmodel
+    from harness.tune import space
+
     for name in ("synthetic", "wikipedia", "msrvtt_vgg128", "qmul_shoes", "qmul_chairs", "own_features",
                  "own_features_labels"):
         spec = specs.load_task(ROOT / "tasks" / f"{name}.yaml")
         block = tune_lb.block_of(spec)
-        assert block.metric in spec.metrics.names() and set(block.rows) <= set(lb.ROLES)
-        assert {"max_violation", "sum", "infonce", "siglip", "swamp", "swamp_infonce"} <= set(block.rows)
-        assert block.trials >= (12 if name.startswith("qmul") else 20)
+        assert block.metric in spec.metrics.names() and block.trials >= 20
+        family = list(rowmodel.FAMILY)
+        assert [r.name for r in rowmodel.of_role(block.rows, rowmodel.CONTRASTIVE)] == family
+        assert sorted((r.base, r.name) for r in rowmodel.of_role(block.rows, rowmodel.WITH_SWAMP)) == \
+            sorted((x, x + rowmodel.WITH) for x in family)
+        (alone,) = rowmodel.of_role(block.rows, rowmodel.SWAMP)
+        assert spec.resolved(alone.method)["method"]["contrastive_weight"] == 0
+        for row in rowmodel.of_role(block.rows, rowmodel.WITH_SWAMP):
+            settings = spec.resolved(row.method)["method"]
+            assert settings["contrastive_weight"] > 0 and rowmodel.legacy_base(settings) == row.base, (name, row)
+            searched = {d.name: d for d in space.dimensions(spec, row.method)}
+            assert searched["contrastive_weight"].space.log, (name, row.name)  # its weight is searched
+    assert tune_lb.block_of(specs.load_task(ROOT / "tasks" / "qmul_chairs.yaml")).folds == 3
+    # the paper's own configuration per family is the matching X + SwAMP row
+    shoes = tune_lb.block_of(specs.load_task(ROOT / "tasks" / "qmul_shoes.yaml"))
+    assert shoes.rows["max_violation+swamp"].method == "swamp"
+    msrvtt = tune_lb.block_of(specs.load_task(ROOT / "tasks" / "msrvtt_vgg128.yaml"))
+    assert msrvtt.rows["sum+swamp"].method == "swamp"
+
+
+def _with_block(tmp_path: Path, block: dict, **extra: object) -> Path:
+    """The tiny task with ``block`` as its whole leaderboard block (not merged with its base's)."""
+    from harness.config.spec import merge
+    from tests.conftest import TINY
+
+    raw = yaml.safe_load((ROOT / "tasks" / "synthetic.yaml").read_text())
+    raw.pop("leaderboard")
+    body = merge(raw, {k: v for k, v in {**TINY, **extra}.items() if k != "base"})
+    return write_task(tmp_path, {**body, "leaderboard": block})
+
+
+def test_the_first_editions_methods_block_is_still_read(tmp_path):
+    from tests.conftest import TINY
+
+    methods = {**TINY["methods"], "swamp_plus": {**TINY["methods"]["swamp"], "contrastive_weight": 1.0,
+                                                 "loss": "infonce"}}
+    path = _with_block(tmp_path, {"metric": "a2b/R@1", "methods": {"infonce": "contrastive", "swamp": "swamp",
+                                                                   "swamp_infonce": "swamp_plus"}}, methods=methods)
+    rows = tune_lb.block_of(specs.load_task(path)).rows
+    assert {n: (r.method, r.role, r.base) for n, r in rows.items()} == {
+        "infonce": ("contrastive", "contrastive", None), "swamp": ("swamp", "swamp", None),
+        "infonce+swamp": ("swamp_plus", "with_swamp", "infonce")}
 
 
 def test_a_bad_leaderboard_block_is_refused_naming_the_key(tmp_path):
-    from tests.conftest import TINY
-
-    for block, message in (({"metric": "a2b/R@99", "methods": {"infonce": "contrastive"}}, "leaderboard metric"),
+    row = {"infonce": {"method": "contrastive", "role": "contrastive"}}
+    for block, message in (({"metric": "a2b/R@99", "rows": row}, "leaderboard metric"),
                            ({"metric": "a2b/R@1", "methods": {"infonse": "contrastive"}}, "did you mean 'infonce'"),
                            ({"metric": "a2b/R@1", "methods": {"infonce": "nope"}}, "unknown method 'nope'"),
-                           ({"metric": "a2b/R@1", "trials": 0, "methods": {"infonce": "contrastive"}}, "trials"),
+                           ({"metric": "a2b/R@1", "rows": {"x": {"method": "nope", "role": "candidate"}}},
+                            "unknown method 'nope'"),
+                           ({"metric": "a2b/R@1", "rows": {"x": {"method": "contrastive", "role": "rival"}}},
+                            "role must be one of"),
+                           ({"metric": "a2b/R@1", "rows": {**row, "again": {"method": "contrastive",
+                                                                              "role": "candidate"}}},
+                            "both tune contrastive"),
+                           ({"metric": "a2b/R@1", "rows": row, "methods": {"infonce": "contrastive"}}, "not both"),
+                           ({"metric": "a2b/R@1", "trials": 0, "rows": row}, "trials"),
+                           ({"metric": "a2b/R@1", "folds": 2, "rows": row}, "folds must be an integer >= 3"),
                            ({"metrc": "a2b/R@1"}, "did you mean 'metric'")):
-        path = write_task(tmp_path, {**TINY, "leaderboard": block})
         with pytest.raises(ConfigError, match=message):
-            tune_lb.block_of(specs.load_task(path))
+            tune_lb.block_of(specs.load_task(_with_block(tmp_path, block)))
+    # any registered method is a row, declared by the task or not
+    path = _with_block(tmp_path, {"metric": "a2b/R@1", "rows": {**row, "mmr": {"method": "mmr", "role": "candidate"}}})
+    assert tune_lb.block_of(specs.load_task(path)).rows["mmr"].role == "candidate"
 
 
 def _labelled_features(root: Path, n: int = 240, classes: int = 4, width: int = 12) -> Path:
