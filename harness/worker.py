@@ -21,6 +21,8 @@ import sys
 import time
 from typing import Any
 
+from harness.run.error_lines import error_line
+
 
 def run(text: str, reply: dict[str, Any] | None = None) -> int:
     """Run the job ``text`` describes; its exit status, with the one ``error:`` line on stderr when it failed;
@@ -35,11 +37,6 @@ def run(text: str, reply: dict[str, Any] | None = None) -> int:
     if reply is not None:
         reply.update(answer)
     return 0
-
-
-def _last_line(text: str) -> str:
-    lines = [line for line in text.splitlines() if line.strip()]
-    return next((line for line in reversed(lines) if line.startswith("error:")), lines[-1] if lines else "")
 
 
 def serve() -> int:
@@ -68,12 +65,12 @@ def answer(text: str, echo: bool = False) -> dict[str, Any]:
     with contextlib.redirect_stderr(stderr):
         try:
             code = run(text, found)
-        except Exception as exc:  # noqa: BLE001 - a bug in one run is that run's failure, reported as one line
+        except Exception as exc:  # a bug in one run is that run's failure, reported as one line
             code = 1
             print(f"error: {type(exc).__name__}: {one_line(exc)}", file=sys.stderr)
     if echo:
         sys.stderr.write(stderr.getvalue())
-    return {"returncode": code, "last_line": _last_line(stderr.getvalue()), "seconds": time.perf_counter() - start,
+    return {"returncode": code, "last_line": error_line(stderr.getvalue()), "seconds": time.perf_counter() - start,
             **found}
 
 

@@ -22,7 +22,7 @@ from tests.conftest import ROOT, write_task
 from tests.error_lines import error_line
 
 submitit = pytest.importorskip("submitit")
-from harness.run import slurm  # noqa: E402 (needs submitit)
+from harness.run import slurm, slurm_watch  # noqa: E402 (needs submitit)
 
 
 def metrics(out: Path) -> dict[str, dict]:
@@ -210,7 +210,7 @@ def test_a_jobs_state_and_reason(outcomes, record, problem, state, reason):
 
 
 def test_sacct_array_ids_are_expanded():
-    assert slurm._expand("12_[0-2,5%4]") == ["12_0", "12_1", "12_2", "12_5"] and slurm._expand("7_3") == ["7_3"]
+    assert slurm.expand("12_[0-2,5%4]") == ["12_0", "12_1", "12_2", "12_5"] and slurm.expand("7_3") == ["7_3"]
 
 
 def test_wait_ends_a_slurm_job_by_its_result_files_or_by_slurm_s_record_confirmed(tmp_path, monkeypatch):
@@ -251,8 +251,8 @@ def test_wait_ends_a_slurm_job_by_its_result_files_or_by_slurm_s_record_confirme
             write("7_2", trained=False)
         assert polls[0] < 20, "wait does not end"
 
-    monkeypatch.setattr(slurm, "query", query)
-    monkeypatch.setattr(slurm, "time", SimpleNamespace(time=lambda: clock[0], sleep=sleep))
+    monkeypatch.setattr(slurm_watch, "query", query)
+    monkeypatch.setattr(slurm_watch, "time", SimpleNamespace(time=lambda: clock[0], sleep=sleep))
     lines: list[str] = []
     ended = slurm.wait(runs, jobs, progress=False, report=lines.append, poll=5.0, settle=20.0)
     assert [(e.job_id, e.trained, e.state) for e in ended] == [
@@ -281,3 +281,62 @@ def test_a_jobs_outcome_is_the_workers_reply_not_its_printed_lines(tiny_task, tm
     second = slurm.RunJob("second", slurm.worker_argv(description))()
     assert second["returncode"] == 0 and not second["trained"] and second["results"] == first["results"]
     assert set(Path(tempfile.gettempdir()).glob("swamp-bench-reply-*.json")) == replies  # the replies are removed
+
+
+def test_the_jobs_accounting_imports_without_submitit():
+    """status reads the jobs' states on a machine without submitit: a fresh process that cannot import it still
+    imports the accounting and reads a recorded job's result file."""
+    probe = ("import sys; sys.modules['submitit'] = None; from harness.run import slurm_accounting as a; "
+             "from harness.report import status; print(a.describe([('success', {})], None, '')[0])")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert done.returncode == 0 and done.stdout.strip() == "COMPLETED", done.stderr
+
+
+def test_the_result_file_path_is_submitit_s_own(tmp_path):
+    from submitit.core.utils import JobPaths
+
+    from harness.run.slurm_accounting import result_pickle
+
+    for job_id, task in (("12", 0), ("7_3", 1), ("99_10", 4)):
+        assert result_pickle(tmp_path, job_id, task) == JobPaths(tmp_path / "%j", job_id, task).result_pickle
+
+
+def test_slurm_s_defaults_are_stated_once_and_the_option_help_agrees():
+    """The defaults a task file and --slurm leave unset reach sbatch's parameters and the job record from
+    harness.config.launchers; the options' help (harness/config/launch.py) states the same numbers."""
+    from harness.config import launchers
+
+    params = slurm.sbatch_parameters({}, "t")
+    assert params["time"] == launchers.TIMEOUT_MIN and params["array_parallelism"] == launchers.ARRAY_PARALLELISM
+    assert f"default {launchers.TIMEOUT_MIN})" in launch.SLURM_OPTIONS["timeout_min"][1]
+    assert f"default {launchers.MAX_REQUEUE})" in launch.SLURM_OPTIONS["max_requeue"][1]
+    assert f"default {launchers.ARRAY_PARALLELISM})" in launch.SLURM_OPTIONS["array_parallelism"][1]
+    executor = slurm.make_executor(Path("/tmp/none"), {"cluster": "slurm"}, "t") if shutil_which("sbatch") else None
+    if executor is not None:
+        assert executor.max_num_timeout == launchers.MAX_REQUEUE
+    assert slurm.jobs_folder(Path("out"), "task") == Path("out") / "task" / launchers.JOBS_FOLDER
+    assert slurm.RECORD == launchers.JOBS_RECORD
+
+
+def shutil_which(name: str) -> str | None:
+    import shutil
+
+    return shutil.which(name)
+
+
+@pytest.mark.parametrize("text,line", [
+    ("note: n\nerror: the run's own line\nwarning: after", "error: the run's own line"),
+    ("Traceback (most recent call last):\n  File x\nRuntimeError: a seed0: worker exited with status 3: error: boom",
+     "RuntimeError: a seed0: worker exited with status 3: error: boom"),
+    ("Traceback:\nsubmitit.core.utils.UncompletedJobError: Job not requeued because: timed-out too many times.",
+     "UncompletedJobError: Job not requeued because: timed-out too many times."),
+    ("just a line\n\n", "just a line"),
+    ("", ""),
+])
+def test_one_scanner_finds_why_a_job_or_a_worker_failed(text, line):
+    from harness import worker
+    from harness.run.error_lines import error_line as scan
+
+    assert scan(text) == line
+    assert slurm.error_line(text) == line  # the accounting's and the worker's are the same function
+    assert worker.error_line is scan

@@ -304,7 +304,7 @@ def _fused_one(logits: torch.Tensor, eta: float, n_iters: int, from_logits: bool
             solved = _COMPILED(logits.detach(), float(eta), n_iters, from_logits)
             _PATHS["compiled"] += 1
             return solved
-        except Exception as exc:  # noqa: BLE001 - any compiler failure falls back to the reference
+        except Exception as exc:  # any compiler failure falls back to the reference
             if mode == "on":
                 raise
             _COMPILED.failed = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
