@@ -12,10 +12,9 @@ budgets do not apply (an ensemble needs both matrices whole).
 """
 from __future__ import annotations
 
-import argparse
 import time
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, Sequence, cast
 
 import torch
 from torch import nn
@@ -32,6 +31,7 @@ from harness.run.build import resolve_device
 from harness.run.profiling import Profiler
 from harness.store.provenance import environment
 from harness.store.schema import Result, read_result, result_path, write_result
+from harness.store.siblings import ranks_path
 
 SAME = ("dataset", "metrics")  # config sections both sources must share
 
@@ -114,23 +114,32 @@ def ensemble(targets: list[str], device: torch.device, out: Path | None = None,
     path = result_path(out if out is not None else paths[0].parent.parent.parent, results[0]["task"],
                        "+".join(r["run_name"] for r in results), results[0]["seed"])
     path.parent.mkdir(parents=True, exist_ok=True)
-    runner.save_ranks(ranks, path.with_suffix(".ranks.npz"))
+    runner.save_ranks(ranks, ranks_path(path))
     config = dict(results[0]["config"], method={"name": name, "method": "ensemble",
                                                 "sources": [r["run_name"] for r in results]})
     result = Result(task=results[0]["task"], task_version=results[0]["task_version"], run_name=path.parent.name,
                     method=name, seed=results[0]["seed"], metrics=metrics, profile=prof.summary(), config=config,
                     reference=results[0].get("reference"), dataset=data.info,
-                    environment=environment(device, plugin_folders()), ranks=path.with_suffix(".ranks.npz").name,
+                    environment=environment(device, plugin_folders()), ranks=ranks_path(path).name,
                     wall_s=time.perf_counter() - started,
                     sources=[source_record(r, p) for r, p in zip(results, paths)])
     return write_result(path, result)
 
 
-def cmd(args: argparse.Namespace) -> int:
-    """``python -m harness ensemble RESULT_A RESULT_B``: evaluate, write the result, print the metrics."""
-    result = ensemble(args.results, resolve_device(args.device), Path(args.out) if args.out else None, args.data_root)
-    print("\n".join(f"{k}: {v:.2f}" for k, v in result["metrics"].items()))
+def evaluate_ensemble(targets: Sequence[str | Path], *, device: str = "auto", out: Path | str | None = None,
+                      data_root: str | None = None) -> dict[str, Any]:
+    """``python -m harness ensemble RESULT_A RESULT_B``: the two runs' score matrices averaged and evaluated on
+    ``device`` (auto: CUDA when available), the result written under ``out`` (default: the folder holding the first
+    run's task) and returned."""
+    if len(targets) != 2:
+        raise ConfigError(f"an ensemble averages two runs; got {len(targets)} ({', '.join(map(str, targets))}): give "
+                          "two result files (seed<k>.json) or checkpoints")
+    return ensemble([str(t) for t in targets], resolve_device(device), Path(out) if out else None, data_root)
+
+
+def summary(result: dict[str, Any]) -> str:
+    """What ``harness ensemble`` prints of an ensemble's result: its metrics, its whole-test time, its file."""
     total = result["profile"]["timing"].get("test_total", {}).get("median_s")
-    print(f"whole-test time (both encoders and scorers): {total:.3f} s" if total is not None else "")
-    print(f"result: {result['_path']}")
-    return 0
+    return "\n".join([*(f"{k}: {v:.2f}" for k, v in result["metrics"].items()),
+                      f"whole-test time (both encoders and scorers): {total:.3f} s" if total is not None else "",
+                      f"result: {result['_path']}"])

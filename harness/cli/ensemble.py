@@ -24,4 +24,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def handle(args: argparse.Namespace) -> int:
     from harness.analysis import ensemble
 
-    return ensemble.cmd(args)
+    result = ensemble.evaluate_ensemble(args.results, device=args.device, out=args.out, data_root=args.data_root)
+    print(ensemble.summary(result))
+    return 0

@@ -2,12 +2,10 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from harness.cli import options
 from harness.cli.parser import program
 from harness.config.checks import SHIPPED as TASKS_DIR
-from harness.errors import ConfigError
 
 NAME = "list"
 HELP = "tasks and the methods each declares; registered components"
@@ -20,23 +18,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from harness.config import spec as specs
-    from harness.config.registry import ENCODERS, METHODS, SOURCES, failures
+    from harness.config import catalog
 
-    shipped = Path(args.tasks_dir).resolve() == TASKS_DIR.resolve()
+    shipped = catalog.is_shipped(args.tasks_dir)
     if shipped:
         print(f"shipped tasks (run one by its file name or its path, e.g. `{program()} run synthetic`):")
-    for path in sorted(Path(args.tasks_dir).glob("*.yaml")):
-        try:
-            task = specs.load_task(path)
-            methods = ", ".join(f"{n} ({m.method})" for n, m in task.methods.items())
-            shown = f"{path.stem}  ({path})" if shipped else str(path)
-            print(f"{shown}  [{task.name} v{task.version}]  {task.description}\n    methods: {methods}")
-        except ConfigError as err:
-            print(f"{path}  INVALID: {err}")
-    print(f"\nregistered methods: {', '.join(METHODS.names())}")
-    print(f"registered data sources: {', '.join(SOURCES.names())}")
-    print(f"registered encoders: {', '.join(ENCODERS.names())}")
-    for file, error in failures().items():
+    for task in catalog.tasks(args.tasks_dir):
+        if task.error:
+            print(f"{task.path}  INVALID: {task.error}")
+            continue
+        methods = ", ".join(f"{name} ({method})" for name, method in task.methods)
+        shown = f"{task.path.stem}  ({task.path})" if shipped else str(task.path)
+        print(f"{shown}  [{task.name} v{task.version}]  {task.description}\n    methods: {methods}")
+    for kind, names in catalog.components().items():
+        print(f"{'' if kind != 'methods' else chr(10)}registered {kind}: {', '.join(names)}")
+    for file, error in catalog.failed_plugins().items():
         print(f"plugin file {file} failed to import and was skipped: {error}")
     return 0

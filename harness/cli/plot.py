@@ -24,4 +24,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def handle(args: argparse.Namespace) -> int:
     from harness.report import plot
 
-    return plot.cmd(args)
+    plot.plot_sweep(args.folder, args.x, metric=args.metric, reference=args.reference, out=args.out, logx=args.logx,
+                    ignore=args.ignore)
+    return 0

@@ -23,4 +23,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def handle(args: argparse.Namespace) -> int:
     from harness.report import status
 
-    return status.cmd(args)
+    status.status(args.out, args.task, methods=args.methods.split(",") if args.methods else (), seeds=args.seeds,
+                  overrides=args.overrides, sweep=args.sweep, epochs=args.epochs, init=args.init, fmt=args.format)
+    return 0

@@ -26,4 +26,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def handle(args: argparse.Namespace) -> int:
     from harness.report import folders
 
-    return folders.cmd(args)
+    folders.tables(args.folder, fmt=args.format, reference=args.reference, test_stat=args.test_stat,
+                   split=args.split, write=args.write)
+    return 0

@@ -14,23 +14,22 @@ to change, with the reason in docs/claims.md.
 """
 from __future__ import annotations
 
-import argparse
 import shutil
 import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
-from tabulate import tabulate
-
+from harness.config.launchers import DEFAULT_LAUNCHER
 from harness.errors import ConfigError, did_you_mean
 from harness.report import claims as cl
 from harness.report import files as table_files
-from harness.report import model
+from harness.report import formats, model
 from harness.store import executed as ex
 from harness.store.schema import load_results
+from harness.store.siblings import SIBLINGS
 
 
 @dataclass
@@ -94,21 +93,23 @@ def within_budget(found: list[Piece], budget: float | None) -> None:
         counted.update(new)
 
 
-def cmd(args: argparse.Namespace) -> int:
-    """``harness reproduce``: see the module's docstring. Exit 1 when a verdict moved."""
-    ledger_path = Path(args.ledger) if args.ledger else cl.DEFAULT_LEDGER
-    ledger = cl.load(ledger_path)
+def reproduce_evidence(claims: Sequence[str] = (), *, ledger: Path | str | None = None, budget: float | None = None,
+                       write: bool = False, out: Path | str | None = None, device: str = "auto",
+                       launcher: str = DEFAULT_LAUNCHER, jobs: int | None = None, data_root: str | None = None,
+                       allow_dirty: bool = False, progress: bool = True) -> int:
+    """``harness reproduce [CLAIM...]``: see the module's docstring. The number of verdicts that moved."""
+    ledger_path = Path(ledger) if ledger else cl.DEFAULT_LEDGER
+    loaded = cl.load(ledger_path)
     root = ledger_path.resolve().parent.parent
     dirty = ex.uncommitted_files(ex.ROOT)
-    if dirty and not args.allow_dirty:
+    if dirty and not allow_dirty:
         raise ConfigError(f"the checkout has uncommitted changes ({', '.join(dirty[:5])}"
                           f"{' and more' if len(dirty) > 5 else ''}): reproduce re-makes evidence from a commit; "
                           "commit or stash them first")
-    device = args.device if args.device != "auto" else ("cuda" if _cuda() else "cpu")
-    found = pieces(ledger, root, list(args.claims), device)
-    within_budget(found, args.budget)
+    found = pieces(loaded, root, list(claims), device if device != "auto" else ("cuda" if _cuda() else "cpu"))
+    within_budget(found, budget)
     todo = {f: seconds for p in found if not p.skipped for f, seconds in p.files.items()}
-    scratch = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="swamp-bench-reproduce-"))
+    scratch = Path(out) if out else Path(tempfile.mkdtemp(prefix="swamp-bench-reproduce-"))
     print(f"re-making {len(todo)} result file(s) of {sum(1 for p in found if not p.skipped)} piece(s) of evidence "
           f"into {scratch}/ (recorded wall-clock {sum(todo.values()):.0f} s)")
     for piece in found:
@@ -116,17 +117,27 @@ def cmd(args: argparse.Namespace) -> int:
             print(f"  left out: {piece.claim_id} ({piece.folder}): {piece.skipped}")
     started = time.perf_counter()
     by_folder = _by_folder(found)
-    remake(by_folder, args, scratch)
+    remake(by_folder, scratch, dict(device=device, launcher=launcher, jobs=jobs, progress=progress, data_root=data_root,
+                                    command=("reproduce", *claims)))
     minutes = (time.perf_counter() - started) / 60
     rows, moved = judged_again(ledger_path, root, scratch, found)
-    print(tabulate(rows, ["claim", "evidence", "committed", "its verdict", "re-made", "its verdict", ""],
-                   disable_numparse=True))
+    print(formats.format_table(["claim", "evidence", "committed", "its verdict", "re-made", "its verdict", ""], rows,
+                               [], "simple"))
     print(f"\n{len(rows)} piece(s) of evidence re-made in {minutes:.1f} min: {moved} verdict(s) moved")
-    if args.write and rows:
+    if write and rows:
         write_back(by_folder, root, scratch)
         if moved:
             print(f"warning: the ledger ({ledger_path}) still records the old verdicts: change them, and say why in "
                   "docs/claims.md", file=sys.stderr)
+    return moved
+
+
+def cmd(args: Any) -> int:
+    """The entry ``harness/cli/reproduce.py`` calls today with its parsed options: :func:`reproduce_evidence` of
+    them, exit status 1 when a verdict moved. It goes once that handle calls :func:`reproduce_evidence` itself."""
+    moved = reproduce_evidence(args.claims, ledger=args.ledger, budget=args.budget, write=args.write, out=args.out,
+                               device=args.device, launcher=args.launcher, jobs=args.jobs, data_root=args.data_root,
+                               allow_dirty=args.allow_dirty, progress=not args.no_progress)
     return 1 if moved else 0
 
 
@@ -140,8 +151,9 @@ def _by_folder(found: list[Piece]) -> dict[Path, list[Path]]:
     return by_folder
 
 
-def remake(by_folder: dict[Path, list[Path]], args: argparse.Namespace, scratch: Path) -> None:
-    """Run every result file's run again into ``scratch``, laid out like the committed folders."""
+def remake(by_folder: dict[Path, list[Path]], scratch: Path, options: dict[str, Any]) -> None:
+    """Run every result file's run again into ``scratch``, laid out like the committed folders; ``options``: the
+    grid's (:class:`harness.run.jobs.Grid`: device, launcher, jobs, progress, data_root, command)."""
     from harness.run import grid
 
     for folder, files in by_folder.items():
@@ -150,9 +162,7 @@ def remake(by_folder: dict[Path, list[Path]], args: argparse.Namespace, scratch:
         if task != {folder.name}:
             raise ConfigError(f"{folder} holds runs of task(s) {sorted(task)}: reproduce expects a folder named "
                               "after its task (results/<task>)")
-        base = grid.Grid(out=scratch / folder.parent, device=args.device, launcher=args.launcher, jobs=args.jobs,
-                         progress=not args.no_progress, force=True, data_root=args.data_root,
-                         command=("reproduce", *args.claims))
+        base = grid.Grid(out=scratch / folder.parent, force=True, **options)
         outcome = grid.rerun(records, base)
         if outcome.failed is not None:
             raise outcome.failed
@@ -183,7 +193,7 @@ def write_back(by_folder: dict[Path, list[Path]], root: Path, scratch: Path) -> 
     for folder, files in by_folder.items():
         for path in files:
             made = scratch / folder / path.relative_to(root / folder)
-            for suffix in (".json", ".pt", ".ranks.npz"):
+            for suffix in SIBLINGS:
                 src, dst = made.with_suffix(suffix), path.with_suffix(suffix)
                 if src.exists():
                     shutil.copy2(src, dst)

@@ -22,17 +22,14 @@ as ``harness bench`` does for speed.
 """
 from __future__ import annotations
 
-import argparse
 import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from tabulate import tabulate
-
 from harness.config.plan import NEUTRAL, flatten, setting_name
 from harness.errors import ConfigError
-from harness.report import model, stats
+from harness.report import formats, model, stats
 from harness.store.schema import load_results
 
 
@@ -124,32 +121,32 @@ def render(changes: Sequence[Change], fmt: str = "simple", only_flagged: bool = 
     rows = [[c.task, c.run, c.metric, _cell(c.old), _cell(c.new), f"{c.diff:+.2f}", c.test or "—",
              "—" if c.p is None or math.isnan(c.p) else stats.p_text(c.p), "CHANGED" if c.flagged else ""]
             for c in changes if c.flagged or not only_flagged]
-    table: str = tabulate(rows, ["task", "run", "metric", "OLD", "NEW", "Δ", "test", "p", ""], tablefmt=fmt,
-                          disable_numparse=True)
-    return table
+    return formats.format_table(["task", "run", "metric", "OLD", "NEW", "Δ", "test", "p", ""], rows, [], fmt)
 
 
-def cmd(args: argparse.Namespace) -> int:
-    """``python -m harness compare OLD NEW``: print the table; exit 1 on a flagged change with --fail-on-change."""
-    alpha = stats.ALPHA if args.alpha is None else args.alpha
+def compare_folders(old: Path | str, new: Path | str, *, metrics: Sequence[str] = (), alpha: float | None = None,
+                    min_diff: float = 0.5, fmt: str = "simple", only_flagged: bool = False) -> list[Change]:
+    """``python -m harness compare OLD NEW``: print the table of every metric both folders report (``metrics``: only
+    these) and the flagged changes under it; every change compared, the flagged ones marked. ``alpha``: the
+    significance level (default :data:`harness.report.stats.ALPHA`)."""
+    alpha = stats.ALPHA if alpha is None else alpha
     if not 0 < alpha < 1:
         raise ConfigError(f"--alpha {alpha}: a significance level in (0, 1), e.g. {stats.ALPHA}")
-    if not (args.min_diff >= 0 and math.isfinite(args.min_diff)):
-        raise ConfigError(f"--min-diff {args.min_diff}: a non-negative difference in the metric's units")
+    if not (min_diff >= 0 and math.isfinite(min_diff)):
+        raise ConfigError(f"--min-diff {min_diff}: a non-negative difference in the metric's units")
     sides = []
-    for name, folder in (("OLD", args.old), ("NEW", args.new)):
+    for name, folder in (("OLD", old), ("NEW", new)):
         path = Path(folder)
         results = load_results(path) if path.is_dir() else []
         if not results:
             raise ConfigError(f"{name} {folder}: no result files (<task>/<run>/seed<k>.json) under it")
         sides.append(results)
-    old, new = sides
-    changes, notes = compare(old, new, metrics=args.metric, alpha=alpha, min_diff=args.min_diff)
-    print(render(changes, args.format, only_flagged=args.only_flagged))
+    changes, notes = compare(sides[0], sides[1], metrics=list(metrics), alpha=alpha, min_diff=min_diff)
+    print(render(changes, fmt, only_flagged=only_flagged))
     for note in notes:
         print(note)
     flagged = [c for c in changes if c.flagged]
     print(f"\ncompare: {len(flagged)} of {len(changes)} metric(s) changed (p < {alpha} and |Δ| >= "
-          f"{args.min_diff})" + "".join(f"\n  {c.task}/{c.run} {c.metric}: {c.old.mean:.2f} -> {c.new.mean:.2f} "
-                                       f"({c.test}, p {stats.p_text(c.p or 0.0, relation=True)})" for c in flagged))
-    return 1 if flagged and args.fail_on_change else 0
+          f"{min_diff})" + "".join(f"\n  {c.task}/{c.run} {c.metric}: {c.old.mean:.2f} -> {c.new.mean:.2f} "
+                                  f"({c.test}, p {stats.p_text(c.p or 0.0, relation=True)})" for c in flagged))
+    return changes

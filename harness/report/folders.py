@@ -2,7 +2,6 @@
 timed on different hardware into one row (``harness table``, and the end of ``harness run`` and ``rerun``)."""
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 from typing import Any
 
@@ -13,41 +12,46 @@ from harness.report.accuracy import validation_view
 from harness.store.schema import load_results
 
 
-def cmd(args: argparse.Namespace) -> int:
-    """``harness table FOLDER``: every result set's tables printed; written into its folder with --write."""
-    folder = Path(args.folder)
+def tables(folder: Path | str, *, fmt: str = "simple", reference: str | None = None, test_stat: str | None = None,
+           split: str | None = None, write: bool = False) -> list[Path]:
+    """``harness table FOLDER``: every result set's tables under ``folder`` printed in ``fmt``, with ``reference``,
+    ``test_stat`` and ``split`` (each set's recorded options where none is given); with ``write``, written into each
+    set's folder: the files written."""
+    folder = Path(folder)
     results = load_results(folder) if folder.is_dir() else []
     if not results:
         raise ConfigError(f"no result files (<method>/seed<k>.json) under {folder}")
-    given = files.TableOptions(args.reference, args.test_stat, args.split or "test")
+    given = files.TableOptions(reference, test_stat, split or "test")
     writes, mixed = [], []
     for where, subset in files.table_folders(results).items():
         recorded = files.recorded_options(where)
-        options = given if recorded is None or any((args.reference, args.test_stat, args.split)) else recorded
+        options = given if recorded is None or any((reference, test_stat, split)) else recorded
         if options.split == "val" and options.reference:
             raise ConfigError("--split val shows validation metrics only; significance tests use the test split's "
                               "per-query ranks, so drop --reference")
         machines = model.by_machine(subset)
         for name, runs in machines.items():
             shown = validation_view(runs) if options.split == "val" else runs
-            rendered = formats.render(shown, args.format, reference=options.reference, test_stat=options.test_stat)
+            rendered = formats.render(shown, fmt, reference=options.reference, test_stat=options.test_stat)
             print(f"{where} (task {runs[0]['task']}{f'; {name}' if len(machines) > 1 else ''})\n\n"
                   f"Accuracy ({options.split})\n{rendered['accuracy']}\n\n"
                   f"Timing ({model.machine_line(runs)})\n{rendered['timing']}\n\n{code_line(runs)}\n")
         if len(machines) > 1:
             mixed.append(f"{where} ({len(machines)} machines: {'; '.join(machines)})")
         writes.append((where, subset, options))
-    if not args.write:
-        return 0
+    if not write:
+        return []
     if mixed:  # checked before anything is written
         raise ConfigError(f"not written: {', '.join(mixed)} hold runs timed on different hardware, whose rows would "
                           "average unlike times; move each machine's runs into a folder of its own (e.g. "
                           "results/gpu/<task>) and write each folder's tables")
+    written: list[Path] = []
     for where, subset, options in writes:
         paths = files.write_tables(subset, where, reference=options.reference, test_stat=options.test_stat,
                                     split=options.split)
         print(f"wrote {', '.join(str(p) for p in paths)}")
-    return 0
+        written += paths
+    return written
 
 
 def show(folder: Path, results: list[dict[str, Any]], reference: str | None, test_stat: str | None) -> None:

@@ -2,7 +2,7 @@
 GitHub Markdown, LaTeX booktabs or one of tabulate's console formats, with the lines under it."""
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 from tabulate import tabulate
 
@@ -25,9 +25,12 @@ def table_data(results: list[dict[str, Any]], reference: str | None, test_stat: 
     return {"accuracy": accuracy_table(results, reference, test_stat), "timing": timing_table(results, reference)}
 
 
-def format_table(header: list[str], rows: list[list[str]], footnote: list[str], fmt: str) -> str:
-    """One table in ``fmt``, footnote lines below it (paragraphs in md, a small-print paragraph in tex)."""
-    text: str = tabulate(rows, headers=header, tablefmt=FORMATS.get(fmt, fmt), disable_numparse=True)
+def format_table(header: list[str], rows: Sequence[Sequence[Any]], footnote: list[str], fmt: str,
+                 numbers: bool = False) -> str:
+    """One table in ``fmt``, footnote lines below it (paragraphs in md, a small-print paragraph in tex); every table
+    the report layer prints or writes goes through here. ``numbers``: cells that read as numbers are aligned as numbers
+    (else every cell is text as given)."""
+    text: str = tabulate(rows, headers=header, tablefmt=FORMATS.get(fmt, fmt), disable_numparse=not numbers)
     if not footnote:
         return text
     if fmt == "md":

@@ -12,12 +12,11 @@ figure is written as PNG and PDF, the points behind it as a Markdown and a CSV t
 """
 from __future__ import annotations
 
-import argparse
 import csv
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from harness.config.plan import resolve_reference
 from harness.errors import ConfigError, unknown
@@ -365,37 +364,42 @@ def _reference(results: list[dict[str, Any]], name: str | None, metric: str) -> 
     return name, [r["metrics"][metric] for r in runs]
 
 
-def _command(args: argparse.Namespace, metric: str) -> str:
+def _command(folder: Path, x: str, metric: str, reference: str | None, out: Path | None, logx: bool,
+             ignore: Sequence[str]) -> str:
     """The command line that regenerates the figure (written into its table)."""
-    options = [("--reference", args.reference), ("--out", args.out),
-               *(("--ignore", key) for key in getattr(args, "ignore", ()) or ())]
-    return (f"python -m harness plot {args.folder} --x {args.x} --metric {metric}"
-            + "".join(f" {flag} {value}" for flag, value in options if value) + (" --logx" if args.logx else ""))
+    options = [("--reference", reference), ("--out", out), *(("--ignore", key) for key in ignore)]
+    return (f"python -m harness plot {folder} --x {x} --metric {metric}"
+            + "".join(f" {flag} {value}" for flag, value in options if value) + (" --logx" if logx else ""))
 
 
-def cmd(args: argparse.Namespace) -> int:
-    """Entry point of ``python -m harness plot``: validate, draw, write, print the paths."""
-    folder = Path(args.folder)
+def plot_sweep(folder: Path | str, x: str, *, metric: str | None = None, reference: str | None = None,
+               out: Path | str | None = None, logx: bool = False, ignore: Sequence[str] = ()) -> list[Path]:
+    """``python -m harness plot FOLDER --x NAME.KEY``: ``metric`` (default: the task's selection metric) against
+    the swept setting ``x``, one line per method, ``reference`` as a band; validated, drawn and written (PNG, PDF,
+    the points as Markdown and CSV, the record) at ``out`` (default: FOLDER/plots/<x>_<metric>): the paths."""
+    folder, stem_given = Path(folder), Path(out) if out else None
     results = _load(folder)
-    metric = args.metric or results[0]["config"]["train"]["select"]
+    metric = metric or results[0]["config"]["train"]["select"]
     names = {m for r in results for m in r["metrics"]}
     if metric not in names:
         raise unknown("metric", metric, names)
-    axis = parse_x(args.x)
-    check_axis(results, axis, args.x)
-    reference = _reference(results, args.reference, metric)
-    points, excluded = select(results, axis, metric, tuple(getattr(args, "ignore", ()) or ()))
+    axis = parse_x(x)
+    check_axis(results, axis, x)
+    band = _reference(results, reference, metric)
+    points, excluded = select(results, axis, metric, tuple(ignore))
     if len({p.x for p in points}) < 2:
         left = "; ".join(f"{run} ({why})" for run, why in excluded.items())
-        raise ConfigError(f"fewer than two values of {args.x} left to plot; left out: {left or '(none)'}")
-    if args.logx and not (is_numeric([p.x for p in points]) and all(p.x > 0 for p in points)):
-        raise ConfigError(f"--logx needs positive numeric values of {args.x}; got {sorted({str(p.x) for p in points})}")
+        raise ConfigError(f"fewer than two values of {x} left to plot; left out: {left or '(none)'}")
+    if logx and not (is_numeric([p.x for p in points]) and all(p.x > 0 for p in points)):
+        raise ConfigError(f"--logx needs positive numeric values of {x}; got {sorted({str(p.x) for p in points})}")
     for run, reason in excluded.items():
         print(f"left out {run}: {reason}")
     title = f"{results[0]['task']} v{', '.join(sorted({str(r['task_version']) for r in results}))}"
-    fig = draw(points, reference, (args.x, metric, title), args.logx)
-    stem = Path(args.out) if args.out else folder / "plots" / f"{args.x}_{metric.replace('/', '_')}"
-    caption = f"Task {title}: {metric} against {args.x}, mean and sample std over seeds."
-    for path in write_outputs(fig, table_rows(points, reference), stem, caption, _command(args, metric)):
+    fig = draw(points, band, (x, metric, title), logx)
+    stem = stem_given or folder / "plots" / f"{x}_{metric.replace('/', '_')}"
+    caption = f"Task {title}: {metric} against {x}, mean and sample std over seeds."
+    command = _command(folder, x, metric, reference, stem_given, logx, ignore)
+    paths = list(write_outputs(fig, table_rows(points, band), stem, caption, command))
+    for path in paths:
         print(path)
-    return 0
+    return paths

@@ -16,17 +16,15 @@ CANCELLED, TIMEOUT, also when no requeue was left), otherwise SLURM's state thro
 """
 from __future__ import annotations
 
-import argparse
-import importlib.util
 import json
 import re
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
-from tabulate import tabulate
-
+from harness.config.launchers import JOBS_RECORD, jobs_folder
 from harness.errors import ConfigError
+from harness.report import formats
 from harness.report import freshness as fr
 from harness.run import checkpoint, locks
 
@@ -60,7 +58,7 @@ def found_runs(out: Path) -> list[tuple[str, str, int]]:
 def recorded_jobs(folder: Path) -> dict[tuple[str, int], dict[str, Any]]:
     """The last job recorded for each (run, seed) in a grid's ``_jobs/jobs.jsonl``."""
     latest: dict[tuple[str, int], dict[str, Any]] = {}
-    path = folder / "jobs.jsonl"
+    path = folder / JOBS_RECORD
     if not path.exists():
         return latest
     for line in path.read_text(encoding="utf-8").splitlines():
@@ -74,17 +72,15 @@ def recorded_jobs(folder: Path) -> dict[tuple[str, int], dict[str, Any]]:
 
 def job_states(out: Path, tasks: set[str]) -> dict[tuple[str, str, int], tuple[str, str, str]]:
     """(task, run, seed) -> (job id, job state, reason) for runs submitted with --launcher slurm."""
-    states: dict[tuple[str, str, int], tuple[str, str, str]] = {}
-    installed = importlib.util.find_spec("submitit") is not None
-    for task in sorted(tasks):
-        folder = out / task / "_jobs"
-        latest = recorded_jobs(folder)
-        if installed and latest:
-            from harness.run import slurm
+    from harness.run import slurm_accounting  # SLURM's records and the jobs' files, read without submitit
 
-            known = slurm.job_states(folder, list(latest.values()))
+    states: dict[tuple[str, str, int], tuple[str, str, str]] = {}
+    for task in sorted(tasks):
+        folder = jobs_folder(out, task)
+        latest = recorded_jobs(folder)
+        known = slurm_accounting.job_states(folder, list(latest.values())) if latest else {}
         for (run, seed), entry in latest.items():
-            state, reason = known[str(entry["job_id"])] if installed else ("unknown (submitit not installed)", "")
+            state, reason = known[str(entry["job_id"])]
             states[(task, run, seed)] = (entry["job_id"], state, reason)
     return states
 
@@ -131,7 +127,7 @@ def show(out: Path, planned: list[tuple[str, str, int]] | None, fmt: str = "simp
     with_jobs = any(r[5] for r in rows)
     width = 5 + 2 * with_jobs + any(r[7] for r in rows)
     headers = ["task", "run", "seed", "state", "code", "job", "job state", "reason"][:width]
-    print(tabulate([r[:width] for r in rows], headers=headers, tablefmt=fmt))
+    print(formats.format_table(headers, [r[:width] for r in rows], [], fmt, numbers=True))
     shown = [s for s in STATES if counts[s] or s != "not started" or planned is not None]
     print("\n" + ", ".join(f"{counts[s]} {s}" for s in shown) + f" (of {len(rows)} runs)")
     if counts["finished"]:
@@ -141,20 +137,21 @@ def show(out: Path, planned: list[tuple[str, str, int]] | None, fmt: str = "simp
     return counts
 
 
-def cmd(args: argparse.Namespace) -> int:
-    """``harness status OUT [TASK]``: the runs under OUT, or, with the run command's task and flags, exactly the
-    runs that command plans, whether started or not."""
+def status(out: Path | str, task: str | Path | None = None, *, methods: Sequence[str] = (), seeds: str | None = None,
+           overrides: Sequence[str] = (), sweep: Sequence[str] = (), epochs: int | None = None,
+           init: str | Path | None = None, fmt: str = "simple") -> Counter[str]:
+    """``harness status OUT [TASK]``: print the runs under ``out`` or, with the run command's ``task`` and its
+    run-selecting settings, exactly the runs that command plans, whether started or not; the count of each state."""
     from harness.config import plan
 
-    if args.task is None:
-        if args.methods or args.seeds or args.overrides or args.sweep or args.epochs is not None or args.init:
+    if task is None:
+        if methods or seeds or overrides or sweep or epochs is not None or init:
             raise ConfigError("--methods, --seeds, --set, --sweep, --epochs and --init describe the planned runs of "
                               "a task; add the task file, e.g. status results tasks/synthetic.yaml --seeds 0-4")
         planned = None
     else:
-        runs = plan.plan(args.task, list(args.overrides), args.sweep, [m for m in args.methods.split(",") if m],
-                         plan.parse_seeds(args.seeds or "0"), args.epochs,
-                         checkpoint.init_label(Path(args.init)) if args.init else None)
+        runs = plan.plan(str(task), list(overrides), list(sweep), [m for m in methods if m],
+                         plan.parse_seeds(seeds or "0"), epochs,
+                         checkpoint.init_label(Path(init)) if init else None)
         planned = [(r.spec.name, r.run_name, r.seed) for r in runs]
-    show(Path(args.out), planned, args.format)
-    return 0
+    return show(Path(out), planned, fmt)
