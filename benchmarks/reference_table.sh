@@ -5,9 +5,11 @@
 #
 # SHARED_DATA holds wikipedia/, msrvtt_vgg128/ and qmul_sbir/; OWN_FEATURES holds quickdraw_halves/ (made by
 # python -m benchmarks.own_features_sets --quickdraw SHARED_DATA/quickdraw --out OWN_FEATURES). RESULTS defaults to
-# results/reference. Each set is one harness leaderboard command: its studies (--launcher local, 2 workers), then
-# each best trained with seeds 0-4; a set whose studies or runs are finished is skipped, a killed one resumes, so
-# running the script again continues where it stopped. SET names restrict it to some sets. Each set's minutes go to
+# results/reference. Each set is one harness leaderboard command: its studies (--launcher local, 2 workers, each
+# claiming whole rows and running a row's trials in order with one torch thread, so that JOBS changes only the wall
+# time), extended equally while a row still rises (up to 40 trials), then each best trained with seeds 0-4; a set
+# whose studies or runs are finished is skipped, a killed one resumes, so running the script again continues where
+# it stopped. SET names restrict it to some sets. Each set's minutes go to
 # RESULTS/sets.log. The sets named <task>-<metric> are the claims ledger's second metrics, not columns of the table.
 set -euo pipefail
 shared="${1:?usage: benchmarks/reference_table.sh SHARED_DATA OWN_FEATURES [RESULTS] [SET ...]}"
@@ -15,8 +17,9 @@ own="${2:?usage: benchmarks/reference_table.sh SHARED_DATA OWN_FEATURES [RESULTS
 out="${3:-results/reference}"
 shift $(( $# < 3 ? $# : 3 ))
 export WIKIPEDIA_DATA="$shared/wikipedia" MSRVTT_VGG128_DATA="$shared/msrvtt_vgg128" QMUL_SBIR="$shared/qmul_sbir"
-workers=(--launcher local --jobs "${JOBS:-2}" --no-progress --no-bayes)
-contrastive_and_swamp=max_violation,sum,infonce,siglip,swamp
+workers=(--launcher local --jobs "${JOBS:-2}" --threads 1 --no-progress --no-bayes)
+# the second metrics' sets: each contrastive loss alone and with SwAMP beside it, and SwAMP alone (no CCA, no floor)
+contrastive_and_swamp=max_violation,sum,infonce,siglip,max_violation+swamp,sum+swamp,infonce+swamp,siglip+swamp,swamp
 sets=(
     "wikipedia|tasks/wikipedia.yaml"
     "wikipedia-t2i_class_mAP|tasks/wikipedia.yaml --metric t2i/class_mAP --rows $contrastive_and_swamp"

@@ -190,7 +190,7 @@ def _studies_and_cells(out: Path) -> tuple[dict, dict]:
     return trials, cells
 
 
-@pytest.mark.slow  # two commands of worker subprocesses (about 40 s)
+@pytest.mark.slow  # two commands of worker subprocesses (about a minute)
 def test_the_same_command_makes_the_same_studies_with_one_worker_or_two(tmp_path):
     data = _features(tmp_path / "features")
     found = []
