@@ -153,3 +153,62 @@ def test_contributing_counts_the_noqa_comments_by_code():
         for code in re.findall(r"# noqa: ([A-Z]+\d+)", path.read_text()):
             found[code] += 1
     assert sum(found.values()) == total and dict(found) == said, (total, said, dict(found))
+
+
+# --- docs/architecture.md and the README's layout table against the package ---------------------------------------
+
+def test_the_architecture_page_lists_every_subcommand_in_help_s_order():
+    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    listed = re.search(r"python -m harness ([a-z|]+)\)", text).group(1).split("|")
+    assert listed == [command.NAME for command in cli.COMMANDS]
+
+
+def layout_rows() -> dict[str, str]:
+    text = (ROOT / "README.md").read_text(encoding="utf-8").split("## Layout", 1)[1]
+    return {m.group(1): m.group(2) for m in re.finditer(r"^\| `([^`]+)` \| (.*?) \|", text, flags=re.M)}
+
+
+def test_the_readme_layout_has_a_row_for_every_subpackage_and_its_files_exist():
+    rows = layout_rows()
+    packages = {f"harness/{p.parent.name}/" for p in (ROOT / "harness").glob("*/__init__.py")}
+    shown = set(rows) | {f"harness/{name}" for name in re.findall(r"`(\w+/)`", rows["harness/"])}  # cli/ there
+    assert packages <= shown, sorted(packages - shown)
+    for folder in ("harness/", "harness/run/", "harness/report/", "harness/remake/", "harness/config/"):
+        for name in re.findall(r"`([\w./]+\.py|[a-z_]+)`", rows[folder]):
+            if name.endswith(".py") or name in ("claims",):
+                here = ROOT / folder / name
+                assert here.exists() or here.with_suffix(".py").exists(), f"{folder} names {name}, not in the checkout"
+
+
+def test_the_readme_report_row_names_the_ledger_the_site_the_reference_table_and_status():
+    row = layout_rows()["harness/report/"]
+    for part in ("claims ledger", "results site", "reference table", "`status.py`", "`compare.py`", "`plot.py`"):
+        assert part in row, part
+
+
+def test_the_library_section_names_functions_that_exist_and_its_example_imports_them():
+    """docs/architecture.md's library section: each function of its table is importable under the name given, and
+    the example's imports and calls name only what the modules define."""
+    import ast
+    import importlib
+
+    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    section = text.split("## The library: the command line's work as functions", 1)[1].split("\n## ", 1)[0]
+    named = re.findall(r"`(harness\.[\w.]+)\(", section)
+    assert len(named) >= 9
+    for dotted in named:
+        module, name = dotted.rsplit(".", 1)
+        assert callable(getattr(importlib.import_module(module), name)), dotted
+    code = re.search(r"```python\n(.*?)```", section, flags=re.S).group(1)
+    tree = ast.parse(code)
+    imported = {}
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and node.module.startswith("harness"):
+            module = importlib.import_module(node.module)
+            for alias in node.names:
+                assert hasattr(module, alias.name), f"{node.module}.{alias.name}"
+                imported[alias.name] = getattr(module, alias.name)
+    called = {n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
+    assert called - {"Path"} <= set(imported), called - set(imported)
+    assert {"run_task", "rerun_files", "tables", "compare_folders", "plot_sweep", "status", "evaluate_ensemble",
+            "reproduce_evidence"} <= called
