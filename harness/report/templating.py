@@ -1,5 +1,6 @@
 """The Jinja2 environment every page the project writes from a template goes through (the results site, its Markdown
-pages, cluster reports, the benchmarks' tables): templates in ``harness/report/templates/``, HTML escaped
+pages, cluster reports; the benchmarks, which reach the harness through its API alone, have theirs in
+``benchmarks/pages.py``): templates in ``harness/report/templates/``, HTML escaped
 automatically, an undefined name an error rather than an empty string."""
 from __future__ import annotations
 
