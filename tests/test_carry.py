@@ -186,7 +186,7 @@ def test_a_behaviour_preserving_refactor_is_carried_and_a_second_one_chains(repo
     # shared machinery: every canary's run loaded it, so every canary covers it
     from tests.test_canaries import CASES
 
-    assert made.canaries == tuple(sorted(CASES))
+    assert made.canaries == (*sorted(CASES), ca.END_TO_END_CANARY)
     assert ca.load(repo / ca.RECORD) == [made]
     judged = _judge(repo)
     assert judged.state == fr.FRESH and set(judged.carried) == {LOSSES}

@@ -86,3 +86,19 @@ def test_parse_override_routes_names():
     assert parse_override("swamp.K=5") == (["methods", "swamp", "K"], 5)
     assert parse_override("train.lr=1e-3") == (["train", "lr"], 1e-3)
     assert parse_override("dataset.root=/data/x") == (["dataset", "root"], "/data/x")
+
+
+def test_a_spec_names_its_metrics_and_their_direction_from_the_registry():
+    from harness.config import metrics, spec
+
+    assert spec.lower_is_better is metrics.lower_is_better and spec.fold_prefix(5) == "5folds/"
+    names = spec.MetricSpec(directions=("i2t", "t2i"), ks=(1,), rsum=True, folds=(1, 5)).names()
+    assert names == ["i2t/R@1", "i2t/MedR", "i2t/MeanR", "t2i/R@1", "t2i/MedR", "t2i/MeanR", "rsum",
+                     "5folds/i2t/R@1", "5folds/i2t/MedR", "5folds/i2t/MeanR", "5folds/t2i/R@1", "5folds/t2i/MedR",
+                     "5folds/t2i/MeanR", "5folds/rsum"]
+    assert [spec.lower_is_better(n) for n in names[:3]] == [False, True, True]
+
+
+def test_a_selection_metric_the_spec_does_not_produce_is_refused(tiny_task):
+    with pytest.raises(ConfigError, match="select"):
+        load_task(tiny_task, ["train.select=a2b/R@3"])

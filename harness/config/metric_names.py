@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from harness.config.spec import DIRECTIONS, fold_prefix
+from harness.config import metrics as M
+from harness.config.spec import DIRECTIONS
 from harness.errors import ConfigError
 
 
@@ -23,15 +24,13 @@ class MetricName:
     folds: int = 1
 
     def __str__(self) -> str:
-        if self.direction is None:
-            return f"{fold_prefix(self.folds)}{self.stat}"
-        return f"{fold_prefix(self.folds)}{self.direction}/{'class_' if self.relevance == 'class' else ''}{self.stat}"
+        return M.metric_name(self.stat, self.direction, self.relevance, self.folds)
 
     @property
     def recall_k(self) -> int | None:
-        """The k of a recall R@k; None for any other statistic."""
-        head, _, k = self.stat.partition("@")
-        return int(k) if head == "R" and k.isdigit() else None
+        """The k of a recall R@k; None for any other statistic (the metric registry's family says which)."""
+        declared = M.find(self.stat)
+        return int(self.stat.partition("@")[2]) if declared is not None and declared.family == M.RECALL else None
 
 
 def parse_metric(name: str) -> MetricName:

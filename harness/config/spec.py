@@ -15,7 +15,10 @@ from typing import Any, Callable, Mapping
 import yaml
 
 from harness.config import checks, launch
+from harness.config import metrics as M
 from harness.config import params as P
+from harness.config.metrics import fold_prefix as fold_prefix  # the names' folds prefix, read from here too
+from harness.config.metrics import lower_is_better as lower_is_better  # the registry's, for every reader
 from harness.config.params import bounded, search
 from harness.config.registry import ENCODERS, METHODS, SOURCES, Registry
 from harness.errors import ConfigError, did_you_mean, unknown
@@ -85,16 +88,6 @@ DIRECTIONS = {"a2b": False, "b2a": True, "i2t": False, "t2i": True, "v2t": False
               "p2s": True}
 
 
-RANK_STATS = ("MedR", "MeanR")  # the statistics that are ranks: lower is better
-
-
-def lower_is_better(metric: str) -> bool:
-    """Whether a lower value of ``metric`` (a name of :meth:`MetricSpec.names`, with or without ``val/``) is better:
-    the median and mean ranks; every other metric (recalls, precisions, rsum) is better higher. The one place the
-    direction of a metric is decided: epoch selection, the floor, collapse, tuning and the reports ask here."""
-    return metric.endswith(RANK_STATS)
-
-
 @dataclass(frozen=True)
 class MetricSpec:
     directions: tuple[str, ...] = ("a2b", "b2a")
@@ -121,16 +114,15 @@ class MetricSpec:
 
     def names(self) -> list[str]:
         """Every metric name this spec produces, e.g. 'a2b/R@1', 'b2a/class_MedR', '5folds/rsum'."""
-        stats = [f"R@{k}" for k in self.ks] + list(RANK_STATS) + self.precision_stats()
-        prefix = {"pair": "", "class": "class_"}
-        names = [f"{d}/{prefix[r]}{s}" for d in self.directions for r in self.relevance for s in stats]
-        names += ["rsum"] if self.rsum else []
-        return [f"{fold_prefix(n)}{name}" for n in self.folds for name in names]
+        stats, summed = M.statistics(self), M.summed(self)  # the metric registry, in its declaration order
+        return [name for n in self.folds for name in
+                [M.metric_name(s, d, r, n) for d in self.directions for r in self.relevance for s in stats]
+                + [M.metric_name(s, folds=n) for s in summed]]
 
 
     def precision_stats(self) -> list[str]:
         """Names of the requested precision statistics: 'mAP', 'mAP@k', 'P@k'."""
-        return (["mAP"] if self.map else []) + [f"mAP@{k}" for k in self.map_at] + [f"P@{k}" for k in self.precision_at]
+        return [name for m in M.METRICS if m.family in (M.MAP, M.PRECISION) for name in m.names(self)]
 
 
 # How the test retrieval ranks (``test.path``): ``stream`` scores blocks of a items × b items and keeps per query only
@@ -209,11 +201,6 @@ class TestSpec:
     def search_settings(self) -> HNSWSearch | IVFFlatSearch | None:
         """The approximate search's typed settings (None: exact only)."""
         return None if self.search is None else parse_search(self.search, "test.search")
-
-
-def fold_prefix(n_folds: int) -> str:
-    """Metric-name prefix of a protocol that averages over ``n_folds`` consecutive folds ('' for 1)."""
-    return "" if n_folds == 1 else f"{n_folds}folds/"
 
 
 @dataclass(frozen=True)

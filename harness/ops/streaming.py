@@ -249,6 +249,7 @@ class StreamRanker:
             self._reached = torch.empty(s.numel())
         buffer = self._reached[:s.numel()].view(s.shape)
         read = s if as_is else _rank_scores(s)
+        row_nan = col_nan = None
         if not as_is:
             nan = s.isnan()
             row_nan, col_nan = nan.any(1), nan.any(0)
@@ -263,24 +264,7 @@ class StreamRanker:
             for o in self.orientations:
                 side = self.sides[o, kind]
                 q = slice(a_lo, a_hi) if o == "a" else slice(b_lo, b_hi)
-                axis = 1 if o == "a" else 0
-
-                def beaten(values: torch.Tensor, best: torch.Tensor, q: slice = q, o: str = o,
-                           mask: torch.Tensor | None = mask, axis: int = axis) -> torch.Tensor:
-                    # 1.0 where an item reaches the query's best relevant score, relevant items zeroed; float32
-                    # sums of ones are exact below 2^24 items (the blocks are smaller), and much faster than bool
-                    threshold = best[q, None] if o == "a" else best[None, q]
-                    reached = torch.ge(values, threshold, out=buffer)
-                    if mask is not None:
-                        reached.masked_fill_(mask, 0.0)
-                    return reached.sum(axis).long()
-
-                counted = beaten(read, side.best_read)
-                side.beaten_read[q] += counted
-                side.beaten[q] += counted if as_is and torch.equal(side.best[q], side.best_read[q]) else \
-                    beaten(s, side.best)
-                if not as_is:
-                    side.has_nan[q] |= row_nan if o == "a" else col_nan
+                self._count_beaten(side, o, q, s, read, mask, buffer, as_is, row_nan if o == "a" else col_nan)
                 if not (self.wanted.ap or self.wanted.top):
                     continue
                 # with AP or a top list (detail) every block's masks are formed and its ordering scores computed
@@ -291,15 +275,44 @@ class StreamRanker:
                     if transposed is None:
                         transposed = ordered.T.contiguous()
                     q_lo, g_lo, view, rel = b_lo, a_lo, transposed, mask.T
-                # row chunks bound the int64 temporaries; sized from the nominal gallery block, they are the same
-                # in every gallery block, as the top lists (keyed by their first query) need
-                step = max(1, self.chunk_elems // max(1, self.block_b if o == "a" else self.block_a))
-                for lo in range(0, view.shape[0], step):
-                    part, part_rel = view[lo:lo + step], rel[lo:lo + step]
-                    if self.wanted.ap:
-                        self._count_reached(side, part, q_lo + lo)
-                    if self.wanted.top:
-                        self._merge_top(side, part, part_rel, q_lo + lo, g_lo)
+                self._add_detail(side, o, view, rel, q_lo, g_lo)
+
+    def _count_beaten(self, side: _Side, o: str, q: slice, s: torch.Tensor, read: torch.Tensor,
+                      mask: torch.Tensor | None, buffer: torch.Tensor, as_is: bool,
+                      nan: torch.Tensor | None) -> None:
+        """One block's items that reach each query's best relevant score (queries ``q`` of orientation ``o``), under
+        both readings of the scores, into ``side``'s counts; ``nan`` marks the queries whose scores hold a NaN."""
+        axis = 1 if o == "a" else 0
+
+        def beaten(values: torch.Tensor, best: torch.Tensor) -> torch.Tensor:
+            # 1.0 where an item reaches the query's best relevant score, relevant items zeroed; float32
+            # sums of ones are exact below 2^24 items (the blocks are smaller), and much faster than bool
+            threshold = best[q, None] if o == "a" else best[None, q]
+            reached = torch.ge(values, threshold, out=buffer)
+            if mask is not None:
+                reached.masked_fill_(mask, 0.0)
+            return reached.sum(axis).long()
+
+        counted = beaten(read, side.best_read)
+        side.beaten_read[q] += counted
+        side.beaten[q] += counted if as_is and torch.equal(side.best[q], side.best_read[q]) else \
+            beaten(s, side.best)
+        if not as_is:
+            assert nan is not None  # formed whenever the block is not read as it is
+            side.has_nan[q] |= nan
+
+    def _add_detail(self, side: _Side, o: str, view: torch.Tensor, rel: torch.Tensor, q_lo: int, g_lo: int) -> None:
+        """A block's ordering scores (rows: queries from ``q_lo``; columns: gallery items from ``g_lo``) into the
+        average precisions' histograms and the top lists, in row chunks."""
+        # row chunks bound the int64 temporaries; sized from the nominal gallery block, they are the same
+        # in every gallery block, as the top lists (keyed by their first query) need
+        step = max(1, self.chunk_elems // max(1, self.block_b if o == "a" else self.block_a))
+        for lo in range(0, view.shape[0], step):
+            part, part_rel = view[lo:lo + step], rel[lo:lo + step]
+            if self.wanted.ap:
+                self._count_reached(side, part, q_lo + lo)
+            if self.wanted.top:
+                self._merge_top(side, part, part_rel, q_lo + lo, g_lo)
 
     def _count_reached(self, side: _Side, view: torch.Tensor, q_lo: int) -> None:
         """Add each item of ``view`` (rows are queries from ``q_lo``) to the histograms of how many of its query's

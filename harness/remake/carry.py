@@ -314,7 +314,7 @@ def carry(root: Path, files: Iterable[str] | None = None, base: str = "HEAD", wr
         log("  end-to-end canary bit-identical")
     covered_by_run = {f for r in runs["new"].values() for f in r["files"]} | \
         {f for r in runs["old"].values() for f in r["files"]}
-    made, date, where = [], datetime.date.today().isoformat(), machine()
+    made, date, where = [], datetime.datetime.now(datetime.timezone.utc).date().isoformat(), machine()
     for change in todo:
         covering = sorted(case for case in canaries["new"]
                           if change.file in canaries["new"][case]["files"]
@@ -324,8 +324,9 @@ def carry(root: Path, files: Iterable[str] | None = None, base: str = "HEAD", wr
             raise RunError(f"{change.file}: no method canary and not the end-to-end canary executed it, so nothing "
                            "tested the change: it cannot be carried; re-make the evidence that executed it "
                            "(python -m harness reproduce)")
-        made.append(ca.Carry(change.file, change.before, change.after, tuple(covering) or ("end-to-end",),
-                             END_TO_END if in_run else "", where, date, commit))
+        made.append(ca.Carry(change.file, change.before, change.after,
+                             (*covering, *((ca.END_TO_END_CANARY,) if in_run else ())), END_TO_END, where, date,
+                             commit))
     if write:
         path = root / ca.RECORD
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -343,7 +344,7 @@ def cmd(root: Path, files: list[str] | None, base: str, write: bool) -> int:
         return 1
     for c in outcome.carries:
         print(f"carried {c.file} {c.before.sha256[:12]} -> {c.after.sha256[:12]} (by canaries "
-              f"{', '.join(c.canaries)}{'; end-to-end' if c.end_to_end else ''})")
+              f"{', '.join(c.canaries)})")
     if outcome.carries:
         n = len(outcome.carries)
         print(f"{'wrote' if write else 'would write'} {n} carr{'y' if n == 1 else 'ies'} to {root / ca.RECORD}; "

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from harness.config import metrics as metric_registry
 from harness.config.metric_names import MetricName, parse_metric
 from harness.config.spec import MetricSpec
 from harness.errors import ConfigError, unknown
@@ -153,7 +154,7 @@ def _accuracy_cell(runs: list[dict[str, Any]], metric: str, ref_runs: list[dict[
     """Mean ± std of ``metric``; a ``*`` when it is a recall that differs from ``ref_runs`` by the significance
     policy's test over seeds."""
     values = [r["metrics"][metric] for r in runs if metric in r["metrics"]]  # none where a time budget stopped it
-    cell = mean_std(values, 1 if metric.endswith("MedR") else 2)
+    cell = mean_std(values, metric_registry.digits(metric))
     if ref_runs is None or not stats.query_testable(metric):
         return cell
     return cell + "*" if stats.significance(runs, ref_runs, metric, queries=False).significant else cell

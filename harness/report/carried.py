@@ -2,17 +2,19 @@
 
 A committed result records the SHA-256 and git object name of every file its run executed
 (:mod:`harness.store.executed`); any change of such a file other than a cosmetic one stales the result
-(:mod:`harness.report.freshness`). A *carry* is the proof that one such change moved nothing: ``python -m harness
-carry`` (:mod:`harness.remake.carry`) runs the canaries that cover the file, and an end-to-end run of the runner, with
-the code before and after the change, and records the change here only when every number of both is bit-identical.
+(:mod:`harness.report.freshness`). A *carry* is the proof that one such change moved nothing:
+``python -m harness.remake.carry`` (:mod:`harness.remake.carry`) runs the canaries that cover the file, and an
+end-to-end run of the runner, with the code before and after the change, and records the change here only when every
+number of both is bit-identical.
 
 One entry per file and change::
 
     - file: harness/run/runner.py
       from: {sha256: ..., blob: ...}    # the version the change started from (its SHA-256 and git object name)
       to: {sha256: ..., blob: ...}      # the version it produced
-      canaries: [cca, contrastive, ...] # the method canaries run with both versions (tests/test_canaries.py)
-      end_to_end: tiny (contrastive, swamp; 2 epochs)   # the end-to-end canary run with both
+      canaries: [cca, ..., end-to-end]  # the canaries that executed the file, with both versions: the method
+                                        # canaries (tests/test_canaries.py) and the end-to-end run
+      end_to_end: tiny synthetic task: contrastive, swamp, seed 0, 2 epochs, 1 thread   # what that run was
       machine: AMD EPYC 7B13 (avx512f, ...); torch 2.14.1
       date: '2026-11-29'
       base: <commit>                    # the commit whose other files both versions ran with
@@ -32,8 +34,10 @@ import yaml
 from harness.errors import ConfigError
 
 RECORD = Path("claims") / "carried.yaml"  # relative to the checkout
+END_TO_END_CANARY = "end-to-end"  # the name, among a carry's canaries, of the end-to-end run
 HEADER = ("# Changes of executed code that every canary covering them showed to leave every number bit-identical\n"
-          "# (python -m harness carry; docs/claims.md, 'Evidence and code'). Written by the command: do not edit.\n")
+          "# (python -m harness.remake.carry; docs/claims.md, 'Evidence and code'). Written by that command: do not\n"
+          "# edit it by hand.\n")
 
 
 @dataclass(frozen=True)
@@ -66,7 +70,7 @@ class Carry:
 def _version(item: Any, where: str) -> Version:
     if not isinstance(item, dict) or not all(isinstance(item.get(k), str) and item[k] for k in ("sha256", "blob")):
         raise ConfigError(f"{where}: must be a mapping with sha256: and blob: (the file's SHA-256 and git object "
-                          "name); re-make the entry with python -m harness carry")
+                          "name); re-make the entry with python -m harness.remake.carry")
     return Version(item["sha256"], item["blob"])
 
 
@@ -80,7 +84,7 @@ def load(path: Path) -> list[Carry]:
     except yaml.YAMLError as err:
         raise ConfigError(f"{path}: not valid YAML ({err}); restore it from git") from None
     if not isinstance(data, list):
-        raise ConfigError(f"{path}: must be a list of carries (python -m harness carry writes it)")
+        raise ConfigError(f"{path}: must be a list of carries (python -m harness.remake.carry writes it)")
     out = []
     for i, item in enumerate(data):
         where = f"{path} entry {i + 1}"
@@ -97,7 +101,8 @@ def load(path: Path) -> list[Carry]:
 
 def dump(carries: list[Carry]) -> str:
     """The file's text for ``carries`` (in their order)."""
-    body: str = yaml.safe_dump([c.as_dict() for c in carries], sort_keys=False, width=120)
+    body: str = yaml.safe_dump([c.as_dict() for c in carries], sort_keys=False, width=120,
+                               default_flow_style=None)
     return HEADER + body
 
 

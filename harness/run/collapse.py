@@ -23,8 +23,8 @@ from typing import Any
 
 import torch
 
+from harness.config import metrics as metric_registry
 from harness.config import params as P
-from harness.config import spec as specs
 from harness.config.spec import MetricSpec, TaskSpec
 from harness.data.paired import Split
 from harness.ops.losses import plateau_key
@@ -62,7 +62,7 @@ def chance_level(split: Split, metrics: MetricSpec, select: str, draws: int = 10
                 values.append(out[select])
     x = torch.tensor(values, dtype=torch.float64)
     return Chance(select, float(x.mean()), float(x.std()) if len(x) > 1 else 0.0,
-                  specs.lower_is_better(select))
+                  metric_registry.lower_is_better(select))
 
 
 def epoch_signals(record: dict[str, float], chance: Chance | None, tolerance: float) -> dict[str, str]:

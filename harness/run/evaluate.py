@@ -18,7 +18,8 @@ from typing import Any, Callable
 
 import torch
 
-from harness.config.spec import DIRECTIONS, MetricSpec, TestSpec, fold_prefix
+from harness.config.metrics import fold_prefix, metric_name
+from harness.config.spec import DIRECTIONS, MetricSpec, TestSpec
 from harness.data.paired import Split, concat, take, to_device
 from harness.errors import ConfigError
 from harness.method import Method
@@ -304,7 +305,7 @@ def _record(out: dict[str, float], ranks: dict[str, torch.Tensor] | None, direct
         ranks[f"{direction}/{relevance}"] = query
         ranks.update({f"{direction}/{relevance}/{k}": v for k, v in per_query.items()})
     for name, value in stats.items():
-        out[f"{direction}/{'class_' if relevance == 'class' else ''}{name}"] = value
+        out[metric_name(name, direction, relevance)] = value
 
 
 def _with_rsum(out: dict[str, float], metrics: MetricSpec) -> dict[str, float]:

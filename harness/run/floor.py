@@ -14,7 +14,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from harness.config import spec as specs
+from harness.config import metrics as metric_registry
 from harness.config.spec import TaskSpec
 from harness.data.paired import PairedData, Split
 from harness.method import Method
@@ -60,7 +60,7 @@ def record(select: str, selected: dict[str, float], identity: dict[str, float] |
     kind, values = ("identity", identity) if identity is not None else ("untrained", untrained)
     if values is None or select not in values or select not in selected:
         return None
-    lower_is_better = specs.lower_is_better(select)
+    lower_is_better = metric_registry.lower_is_better(select)
     floor, value = float(values[select]), float(selected[select])
     below = value > floor if lower_is_better else value < floor
     return {"kind": kind, "metric": select, "value": floor, "selected": value, "below": bool(below)}

@@ -111,39 +111,63 @@ def run_one(run: Run, data: PairedData, opts: RunOptions) -> dict[str, Any] | No
     trained = train(run, data, opts)
     if trained is None:
         return None
-    spec, name, seed, info = run.spec, run.method, run.seed, opts.dist
-    data = trained.data
+    spec, name = run.spec, run.method
     m = spec.methods[name]
-    path = result_path(opts.out, spec.name, run.run_name, seed)
+    path = result_path(opts.out, spec.name, run.run_name, run.seed)
     resume = ckpt.resume_path(path)
-    method, fit, prof, precision = trained.method, trained.fit, trained.prof, m.train.precision
     test_memory = guards.memory_settings(spec, name, "test")
-    resumed_from, skipped, val_at_best = trained.resumed_from, trained.skipped, trained.val_at_best
-    floor = None
-    if m.method not in floors.NO_FLOOR_METHODS:
-        with prec.scope(precision, opts.device):
-            identity = floors.identity_validation(spec, name, data, opts.device)
-        floor = floors.record(m.train.select, val_at_best, identity, fit.untrained)
-        if floor is not None and floor["below"]:
-            tqdm.write(floors.warning_line(f"{run.run_name} seed{seed}", floor))
-    fitted = [f"{spec.path}: methods.{name}: {line}" for line in method.fitted_warnings()]
+    floor = _floor(run, trained, opts)
+    fitted = [f"{spec.path}: methods.{name}: {line}" for line in trained.method.fitted_warnings()]
     for line in fitted:
         tqdm.write(f"warning: {line}")
     ranks: dict[str, torch.Tensor] = {}
     metrics = guards.on_oom(full_test, "the test retrieval", test_memory, opts.device, resume)(
-        method, data, spec.metrics, m.train.eval_batch_size, prof, opts.device, ranks, precision, spec.test)
-    save_checkpoint(fit.best_state, path.with_suffix(".pt"))
+        trained.method, trained.data, spec.metrics, m.train.eval_batch_size, trained.prof, opts.device, ranks,
+        m.train.precision, spec.test)
+    save_checkpoint(trained.fit.best_state, path.with_suffix(".pt"))
     save_ranks(ranks, path.with_suffix(".ranks.npz"))
-    result = Result(
+    result = _result(run, trained, opts, metrics, floor, fitted, path, started)
+    root = spec.resolved(name)["dataset"].get("root")
+    result.executed = recorder.finish(classes=classes_of(spec, name), plugin_dirs=plugin_folders(),
+                                      data=trained.data, data_root=root, data_dir=_data_dir(root),
+                                      device=opts.device, threads=torch.get_num_threads(),
+                                      precision=m.train.precision)
+    _add_notes(result, trained, m.train.epochs)
+    written = write_result(path, result)
+    resume.unlink(missing_ok=True)
+    return written
+
+
+def _floor(run: Run, trained: Trained, opts: RunOptions) -> dict[str, Any] | None:
+    """The run's no-training floor on validation (:mod:`harness.run.floor`), warned when it fell below it; None
+    for the methods that have none."""
+    spec, name = run.spec, run.method
+    m = spec.methods[name]
+    if m.method in floors.NO_FLOOR_METHODS:
+        return None
+    with prec.scope(m.train.precision, opts.device):
+        identity = floors.identity_validation(spec, name, trained.data, opts.device)
+    floor = floors.record(m.train.select, trained.val_at_best, identity, trained.fit.untrained)
+    if floor is not None and floor["below"]:
+        tqdm.write(floors.warning_line(f"{run.run_name} seed{run.seed}", floor))
+    return floor
+
+
+def _result(run: Run, trained: Trained, opts: RunOptions, metrics: dict[str, float], floor: dict[str, Any] | None,
+            fitted: list[str], path: Path, started: float) -> Result:
+    """The result file of a trained and tested run (less ``executed``, recorded last)."""
+    spec, name, seed, info = run.spec, run.method, run.seed, opts.dist
+    m, data, fit, prof, method = spec.methods[name], trained.data, trained.fit, trained.prof, trained.method
+    return Result(
         task=spec.name, task_version=spec.version, run_name=run.run_name, method=name, seed=seed, varied=run.varied,
         init=_init_text(opts), metrics=metrics, training="gradient" if method.trains_by_gradient else "closed_form",
-        best_epoch=fit.best_epoch, val_at_best=val_at_best, untrained=fit.untrained, floor=floor,
+        best_epoch=fit.best_epoch, val_at_best=trained.val_at_best, untrained=fit.untrained, floor=floor,
         auto=resolved_settings(spec, name, data) or None,
         collapse=collapse.detect(fit.history, trained.chance, patience=m.train.collapse_patience,
                                  tolerance=m.train.collapse_tolerance, best_epoch=fit.best_epoch),
         warnings=preflight.fit_warnings(spec, name, data) + fitted, history=fit.history, profile=prof.summary(),
-        resumed_from_epoch=resumed_from, on_nan=opts.on_nan,
-        skipped_steps=skipped,
+        resumed_from_epoch=trained.resumed_from, on_nan=opts.on_nan,
+        skipped_steps=trained.skipped,
         distributed={"world_size": info.world_size, "backend": info.backend,
                      "batch_per_process": -(-m.train.batch_size // info.world_size)},
         config=spec.resolved(name), overrides=list(spec.overrides), reference=spec.raw.get("reference"),
@@ -151,22 +175,19 @@ def run_one(run: Run, data: PairedData, opts: RunOptions) -> dict[str, Any] | No
         dataset=data.info, environment=environment(opts.device, plugin_folders()),
         checkpoint=path.with_suffix(".pt").name, ranks=path.with_suffix(".ranks.npz").name, search=prof.search,
         wall_s=time.perf_counter() - started, code=code_record(classes_of(spec, name)))
-    root = spec.resolved(name)["dataset"].get("root")
-    result.executed = recorder.finish(classes=classes_of(spec, name), plugin_dirs=plugin_folders(), data=data,
-                                      data_root=root, data_dir=_data_dir(root), device=opts.device,
-                                      threads=torch.get_num_threads(), precision=precision)
-    if prof.extrapolated:
+
+
+def _add_notes(result: Result, trained: Trained, epochs: int) -> None:
+    """What a time budget left unscored (``metrics_skipped``) and which epochs a resumed run's timings cover."""
+    if trained.prof.extrapolated:
         result.metrics_skipped = {
             f"test{tag}": f"time_budget_s stopped the test scoring after {100 * e['fraction_scored']:.2f}% of the "
                           "score matrix: no accuracy metrics; times in profile.extrapolated"
-            for tag, e in prof.extrapolated.items()}
-    if resumed_from:
+            for tag, e in trained.prof.extrapolated.items()}
+    if trained.resumed_from:
         result.profile["notes"] = list(result.profile.get("notes", [])) + [
-            f"resumed after epoch {resumed_from}: train timings and memory cover epochs {resumed_from + 1}-"
-            f"{m.train.epochs} only"]
-    written = write_result(path, result)
-    resume.unlink(missing_ok=True)
-    return written
+            f"resumed after epoch {trained.resumed_from}: train timings and memory cover epochs "
+            f"{trained.resumed_from + 1}-{epochs} only"]
 
 
 @dataclass

@@ -21,6 +21,7 @@ from typing import Any, Callable, Protocol
 import numpy as np
 import torch
 
+from harness.config.metrics import with_relevance
 from harness.config.spec import DIRECTIONS, FAISS_HINT, HNSWSearch, IVFFlatSearch, MetricSpec
 from harness.data.paired import Split
 from harness.errors import ConfigError
@@ -141,16 +142,16 @@ def run_search(method: Method, split: Split, metrics: MetricSpec, settings: HNSW
                                    "index_mib": index_mib, f"knn_recall@{k}": float(overlap.mean() * 100.0)}
             for kind in metrics.relevance:
                 relevant_of = _relevance(split, kind, orientation)
-                prefix = "" if kind == "pair" else "class_"
                 approx_ranks = list_ranks(found_t.clamp_min(0), relevant_of)
                 approx_ranks[found_t.lt(0).all(1)] = k + 1  # faiss pads missing neighbours with -1
                 exact_ranks = list_ranks(exact, relevant_of)
                 for j in cuts:
                     got = float((approx_ranks <= j).double().mean() * 100.0)
                     ref = float((exact_ranks <= j).double().mean() * 100.0)
-                    row[f"{prefix}R@{j}"] = got
-                    row[f"exact_{prefix}R@{j}"] = ref
-                    row[f"lost_{prefix}R@{j}"] = ref - got
+                    recall = with_relevance(f"R@{j}", kind)
+                    row[recall] = got
+                    row[f"exact_{recall}"] = ref
+                    row[f"lost_{recall}"] = ref - got
             record["directions"][direction] = row
     prof.search = record
 

@@ -12,7 +12,7 @@ from typing import Any, Callable
 
 import torch
 
-from harness.config import spec as specs
+from harness.config import metrics as metric_registry
 from harness.config.spec import TrainSpec
 from harness.data.paired import Split, to_device
 from harness.method import Method
@@ -113,7 +113,7 @@ def fit(method: Method, split: Split, t: TrainSpec, *, seed: int, step: StepFn,
     a run whose training never beats its start keeps (and tests) the untrained model, with ``best_epoch`` 0.
 
     ``select`` metrics that are ranks are minimised, all others maximised
-    (:func:`harness.config.spec.lower_is_better`); only a strictly
+    (:func:`harness.config.metrics.lower_is_better`); only a strictly
     better value makes a new best epoch. With ``t.early_stop_patience`` = P, training stops once P
     epochs in a row after the best one brought no better value (the epoch kept is still the best
     one); :func:`stopped_early` tells whether it stopped so. To resume,
@@ -121,7 +121,7 @@ def fit(method: Method, split: Split, t: TrainSpec, *, seed: int, step: StepFn,
     of every epoch): training continues at epoch ``len(state.history) + 1``.
     """
     generator = generator if generator is not None else torch.Generator().manual_seed(seed)
-    lower_is_better = specs.lower_is_better(t.select)
+    lower_is_better = metric_registry.lower_is_better(t.select)
     result = state if state is not None else FitResult()
     if t.select_untrained and not result.history and result.untrained is None:
         method.eval()
