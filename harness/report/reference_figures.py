@@ -13,6 +13,7 @@ Bad input stops with one :class:`harness.errors.ConfigError` naming the entry an
 from __future__ import annotations
 
 import math
+import textwrap
 from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,8 @@ ENTRY_KEYS = ("set", "comparison", "diff", "lo", "hi", "reading", "lower")
 FORMATS = (".png", ".svg")
 WIDTH_IN = 8.0  # inches; at the PNG's 100 dpi, 800 pixels: a page's column without scaling
 ROW_IN = 0.26  # inches per line of the forest plot
+LABEL_CHARS = 34  # a comparison's label wraps onto a second line beyond this
+LEGEND_COLUMNS = 3  # the best-so-far legend's columns, under the plot
 
 
 def _number(value: Any, what: str) -> float | None:
@@ -110,9 +113,11 @@ def forest_figure(entries: Sequence[Mapping[str, Any]], title: str = "") -> Any 
     y, ticks, labels = 0.0, [], []
     for name, group in groups:  # a shaded heading row per set, its lines below it
         ax.axhspan(y - 0.5, y + 0.5, color="#f6f8fa", linewidth=0)
-        ax.annotate(name + (" (a rank: lower is better, so its difference is negated)" if group[0]["lower"] else ""),
-                    xy=(0.0, y), xycoords=("axes fraction", "data"), xytext=(4, 0), textcoords="offset points",
-                    va="center", fontsize=8, fontweight="bold", annotation_clip=False)
+        heading = ax.annotate(name + (" (a rank, lower is better: its differences negated)" if group[0]["lower"]
+                                      else ""), xy=(0.0, y), xycoords=("figure fraction", "data"), xytext=(6, 0),
+                              textcoords="offset points", va="center", fontsize=8, fontweight="bold",
+                              annotation_clip=False, bbox={"facecolor": "#f6f8fa", "edgecolor": "none", "pad": 1.0})
+        heading.set_in_layout(False)  # it spans the labels' column and the plot: the layout need not make room
         y -= 1
         for e in group:
             colour = READINGS[e["reading"]]
@@ -123,7 +128,7 @@ def forest_figure(entries: Sequence[Mapping[str, Any]], title: str = "") -> Any 
             ax.annotate(_label(e), xy=(1.0, y), xycoords=("axes fraction", "data"), xytext=(4, 0),
                         textcoords="offset points", va="center", fontsize=8, color=colour)
             ticks.append(y)
-            labels.append(str(e["comparison"]))
+            labels.append(textwrap.fill(str(e["comparison"]), LABEL_CHARS))
             y -= 1
     ax.axvline(0.0, color="#1b1f24", linewidth=0.9)
     ax.set_yticks(ticks, labels, fontsize=8)
@@ -181,7 +186,7 @@ def best_so_far_figure(curves: Mapping[str, Sequence[float | None]], metric: str
     best = {row: values for row, values in best.items() if any(v is not None for v in values)}
     if not best:
         return None
-    fig = Figure(figsize=(WIDTH_IN, 3.6), layout="constrained")
+    fig = Figure(figsize=(WIDTH_IN, 3.4 + 0.2 * math.ceil((len(best) + 1) / LEGEND_COLUMNS)), layout="constrained")
     ax = fig.subplots()
     colours = [matplotlib.colormaps["tab10"](i) for i in range(10)]
     for i, (row, values) in enumerate(best.items()):
@@ -198,7 +203,7 @@ def best_so_far_figure(curves: Mapping[str, Sequence[float | None]], metric: str
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.grid(color="#eaeef2", linewidth=0.6)
     ax.tick_params(labelsize=8)
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False, borderaxespad=0.0)
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncols=LEGEND_COLUMNS, frameon=False)
     if title:
         ax.set_title(title, fontsize=10)
     return fig
