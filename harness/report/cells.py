@@ -15,6 +15,10 @@ from typing import Any
 from harness.report import stats
 
 EMPTY = "–"  # a cell without a value
+# What "±" means in every table the project writes (accuracy, timing, validation, compare) and in its captions
+SPREAD = "mean ± sample std over seeds"
+SPREAD_NOTE = ("±: mean ± sample standard deviation over seeds (n − 1 in the denominator); a cell of one seed holds "
+               "its value alone.")
 
 
 class Cell(str):
@@ -63,3 +67,10 @@ class Table:
     header: list[str]
     rows: list[list[str]]
     footnote: list[str] = field(default_factory=list)
+
+
+def with_spread_note(table: Table) -> Table:
+    """``table`` with :data:`SPREAD_NOTE` first under it when any of its cells holds a spread over seeds."""
+    if not any(" ± " in str(cell) for row in table.rows for cell in row) or SPREAD_NOTE in table.footnote:
+        return table
+    return Table(table.header, table.rows, [SPREAD_NOTE, *table.footnote])

@@ -30,6 +30,7 @@ from typing import Any, Sequence
 from harness.config.plan import NEUTRAL, flatten, setting_name
 from harness.errors import ConfigError
 from harness.report import formats, model, stats
+from harness.report.cells import SPREAD
 from harness.store.schema import load_results
 
 
@@ -121,7 +122,8 @@ def render(changes: Sequence[Change], fmt: str = "simple", only_flagged: bool = 
     rows = [[c.task, c.run, c.metric, _cell(c.old), _cell(c.new), f"{c.diff:+.2f}", c.test or "—",
              "—" if c.p is None or math.isnan(c.p) else stats.p_text(c.p), "CHANGED" if c.flagged else ""]
             for c in changes if c.flagged or not only_flagged]
-    return formats.format_table(["task", "run", "metric", "OLD", "NEW", "Δ", "test", "p", ""], rows, [], fmt)
+    note = [f"OLD, NEW: {SPREAD} (n: seeds); Δ: NEW − OLD of the means"] if rows else []
+    return formats.format_table(["task", "run", "metric", "OLD", "NEW", "Δ", "test", "p", ""], rows, note, fmt)
 
 
 def compare_folders(old: Path | str, new: Path | str, *, metrics: Sequence[str] = (), alpha: float | None = None,

@@ -9,6 +9,7 @@ from harness.errors import ConfigError
 from harness.report import files, formats, model
 from harness.report import freshness as fr
 from harness.report.accuracy import validation_view
+from harness.report.cells import SPREAD
 from harness.store.schema import load_results
 
 
@@ -32,7 +33,8 @@ def tables(folder: Path | str, *, fmt: str = "simple", reference: str | None = N
         machines = model.by_machine(subset)
         for name, runs in machines.items():
             shown = validation_view(runs) if options.split == "val" else runs
-            rendered = formats.render(shown, fmt, reference=options.reference, test_stat=options.test_stat)
+            rendered = formats.render(shown, fmt, reference=options.reference, test_stat=options.test_stat,
+                                      spread_note=True)
             print(f"{where} (task {runs[0]['task']}{f'; {name}' if len(machines) > 1 else ''})\n\n"
                   f"Accuracy ({options.split})\n{rendered['accuracy']}\n\n"
                   f"Timing ({model.machine_line(runs)})\n{rendered['timing']}\n\n{code_line(runs)}\n")
@@ -79,8 +81,8 @@ def show(folder: Path, results: list[dict[str, Any]], reference: str | None, tes
 
 def print_tables(results: list[dict[str, Any]], reference: str | None = None, test_stat: str | None = None) -> None:
     """The accuracy and timing tables of ``results`` on the console."""
-    rendered = formats.render(results, "simple", reference=reference, test_stat=test_stat)
-    print(f"\nAccuracy (test split, %; mean ± std over seeds)\n{rendered['accuracy']}")
+    rendered = formats.render(results, "simple", reference=reference, test_stat=test_stat, spread_note=True)
+    print(f"\nAccuracy (test split, %; {SPREAD})\n{rendered['accuracy']}")
     print(f"\nTiming and peak memory ({model.machine_line(results)})\n{rendered['timing']}")
     print(f"\n{code_line(results)}")
 

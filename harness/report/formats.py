@@ -8,7 +8,7 @@ from tabulate import tabulate
 
 from harness.config.plan import resolve_reference
 from harness.report.accuracy import accuracy_table
-from harness.report.cells import Table
+from harness.report.cells import Table, with_spread_note
 from harness.report.timing import timing_table
 
 FORMATS = {"md": "github", "tex": "latex_booktabs"}
@@ -47,10 +47,12 @@ def text(table: Table, fmt: str) -> str:
 
 
 def render(results: list[dict[str, Any]], fmt: str, reference: str | None = None,
-           test_stat: str | None = None) -> dict[str, str]:
+           test_stat: str | None = None, spread_note: bool = False) -> dict[str, str]:
     """Both tables as text in ``fmt`` ('md', 'tex' or a tabulate format such as 'simple').
 
     ``reference`` names a run to test the others against (markers, four test columns of the
-    statistic ``test_stat`` and a footnote in the accuracy table); an unknown name raises ConfigError.
+    statistic ``test_stat`` and a footnote in the accuracy table); an unknown name raises ConfigError. ``spread_note``:
+    say under each table what its "±" is (:data:`harness.report.cells.SPREAD_NOTE`; the console's tables do).
     """
-    return {name: text(table, fmt) for name, table in table_data(results, reference, test_stat).items()}
+    tables = table_data(results, reference, test_stat)
+    return {name: text(with_spread_note(table) if spread_note else table, fmt) for name, table in tables.items()}
