@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from harness.config.launchers import DEFAULT_LAUNCHER, LAUNCHERS
+from harness.config.launchers import DEFAULT_LAUNCHER, LAUNCHERS, LOCAL_JOBS
 
 TEST_STAT_HELP = ("statistic the significance columns test in each row group: a column's statistic (R@k, MedR, mAP, "
                   "mAP@k, P@k) in the first direction, DIRECTION/STAT (e.g. t2v/R@5) for another, or rsum "
@@ -49,7 +49,7 @@ def grid(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--force", action="store_true",
                         help="re-run finished runs and restart interrupted ones (default: skip and resume)")
     parser.add_argument("--jobs", type=int, default=None, metavar="N",
-                        help="worker processes of --launcher local (default: 2)")
+                        help=f"worker processes of --launcher local (default: {LOCAL_JOBS})")
     parser.add_argument("--threads", type=threads, default=None, metavar="N|auto",
                         help="torch threads per run (default: torch's own, whatever the machine's load; with "
                              "--launcher local, cores / jobs); auto: the cores other work leaves free at the start "
