@@ -157,9 +157,10 @@ def test_contributing_counts_the_noqa_comments_by_code():
 
 # --- docs/architecture.md and the README's layout table against the package ---------------------------------------
 
-def test_the_architecture_page_lists_every_subcommand_in_help_s_order():
-    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
-    listed = re.search(r"python -m harness ([a-z|]+)\)", text).group(1).split("|")
+@pytest.mark.parametrize("page", ["architecture.md", "running.md"])
+def test_the_pages_list_every_subcommand_in_help_s_order(page):
+    text = (ROOT / "docs" / page).read_text(encoding="utf-8")
+    listed = re.search(r"python -m harness ([a-z]+(?:\|[a-z]+)+)", text).group(1).split("|")
     assert listed == [command.NAME for command in cli.COMMANDS]
 
 
