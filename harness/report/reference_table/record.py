@@ -133,18 +133,19 @@ def draw(root: Path, record: dict[str, Any], found: dict[str, Any]) -> dict[str,
     """The figures beside the page: the critical-difference diagram and, where the figure module exists, the forest
     plot and each set's best-so-far curves; {role: file name} of those drawn (stale ones removed)."""
     out: dict[str, str] = {}
-    if across.cd_diagram(found, root / "cd.png"):
-        out["cd"] = "cd.png"
-    else:
-        (root / "cd.png").unlink(missing_ok=True)
+    stale = [root / page.CD, root / page.FOREST, *root.glob(page.curve_file("*"))]
+    for path in stale:
+        path.unlink(missing_ok=True)
+    if across.cd_diagram(found, root / page.CD):
+        out["cd"] = page.CD
     try:
         figures: Any = importlib.import_module("harness.report.reference_figures")
     except ImportError:
         return out
-    if hasattr(figures, "forest") and figures.forest(record["forest"], root / "forest.png"):
-        out["forest"] = "forest.png"
+    if hasattr(figures, "forest") and figures.forest(record["forest"], root / page.FOREST):
+        out["forest"] = page.FOREST
     for name, c in record["curves"].items() if hasattr(figures, "best_so_far") else ():
-        path = root / f"best_so_far-{name}.png"
+        path = root / page.curve_file(name)
         if figures.best_so_far(c["curves"], path, c["metric"], c["lower"], c["not_converged"]):
             out[f"curves/{name}"] = path.name
     return out
