@@ -300,7 +300,8 @@ def test_the_table_command_on_a_small_own_features_set(tmp_path, capsys):
     data = _labelled_features(tmp_path / "features")
     out = tmp_path / "reference"
     assert main(["leaderboard", str(ROOT / "tasks" / "own_features_labels.yaml"), "--data-root", str(data),
-                 "--trials", "2", "--seeds", "0,1", "--epochs", "1", "--out", str(out), "--no-bayes", "--no-progress",
+                 "--trials", "2", "--trials-cap", "2", "--seeds", "0,1", "--epochs", "1", "--out", str(out),
+                 "--no-bayes", "--no-progress",
                  "--rows", "max_violation,infonce,swamp,cca,floor"]) == 0
     page = capsys.readouterr().out
     manifest = json.loads((out / "own_features_labels" / lb.MANIFEST).read_text())

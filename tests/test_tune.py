@@ -633,3 +633,19 @@ def test_a_journal_lock_left_by_a_killed_holder_is_taken_over_and_a_live_ones_is
         got = time.monotonic()
     holder.join()
     assert released and got >= released[0]  # it waited for the holder: no take-over of a live lock
+
+
+def test_a_study_given_more_trials_retrains_its_tuned_runs_with_the_record_of_the_larger_budget(tmp_path):
+    """A larger --trials continues the same study, whose best may move: the tuned runs made after the smaller budget
+    are trained again, not kept with a record of a budget and best settings the study no longer has."""
+    path = tiny(tmp_path)
+    words = ["tune", str(path), "--methods", "contrastive", "--epochs", "1", "--seeds", "0", "--out",
+             str(tmp_path / "out"), "--no-progress", "--no-tables"]
+    assert cli.main([*words, "--trials", "2"]) == 0
+    (first,) = load_results(tmp_path / "out" / "tiny")
+    assert first["tuning"]["budget"]["trials"] == 2
+    assert cli.main([*words, "--trials", "3"]) == 0
+    (again,) = load_results(tmp_path / "out" / "tiny")
+    assert again["tuning"]["study"] == first["tuning"]["study"] and again["tuning"]["budget"]["trials"] == 3
+    assert again["tuning"]["trials"]["counted"] == 3 and again["tuning"]["threads"] == 1
+    assert again["tuning"]["storage"] == "sqlite:///../_tune/studies.db"

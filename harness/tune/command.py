@@ -10,6 +10,7 @@ machine's load, so that ``--jobs`` changes only the wall time.
 """
 from __future__ import annotations
 
+import dataclasses
 import sys
 from pathlib import Path
 from typing import Any
@@ -149,6 +150,12 @@ def study_table(records: dict[str, dict[str, Any]], found: list[studies.Study]) 
             f"stored in {stored.shown_storage(found[0].storage)}\n" + table)
 
 
+def _same_choice(was: dict[str, Any], record: dict[str, Any]) -> bool:
+    """Whether a tuned result's recorded study chose what the study now chooses: the same best settings, with the same
+    budget (a study continued with more trials may choose others)."""
+    return bool(was.get("best") == record["best"] and was.get("budget") == record["budget"])
+
+
 def _short(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:.3g}"
@@ -183,12 +190,15 @@ def final_runs(opts: TuneOptions, found: list[studies.Study], records: dict[str,
             ropts = runner.RunOptions(device=run_opts.device, out=Path(opts.out), progress=not opts.no_progress,
                                       force=opts.force, tuning=record)
             done = runner.finished_result(run, ropts)
-            if done is not None and done.get("tuning", {}).get("study") == record["study"]:
+            was = (done or {}).get("tuning") or {}
+            if done is not None and was.get("study") != record["study"]:
+                raise ConfigError(f"{done['_path']} was tuned by another study ({was.get('study')}); pass --force to "
+                                  "replace it, or --out to write elsewhere")
+            if done is not None and _same_choice(was, record):
                 results.append(done)
                 continue
-            if done is not None:
-                raise ConfigError(f"{done['_path']} was tuned by another study ({done.get('tuning', {}).get('study')});"
-                                  " pass --force to replace it, or --out to write elsewhere")
+            if done is not None:  # the same study, given more trials since: its best may have moved, so run it again
+                ropts = dataclasses.replace(ropts, force=True)
             written = runner.run_one(run, data, ropts)
             if written is not None:
                 results.append(written)
