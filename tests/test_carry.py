@@ -24,6 +24,8 @@ from harness.store.schema import SCHEMA
 
 ROOT = Path(__file__).resolve().parent.parent
 LOSSES = "harness/ops/losses.py"
+TRAIN = "harness/run/train.py"
+SHUFFLE = "torch.randperm(n, generator=generator)"
 ORIGINAL = "    return cost_b.amax(1).sum() + cost_a.amax(0).sum()\n"
 # the same arithmetic in the same order, written another way: behaviour-preserving refactors, one after the other
 REFACTOR_1 = "    worst_b, worst_a = cost_b.amax(1), cost_a.amax(0)\n    return worst_b.sum() + worst_a.sum()\n"
@@ -40,7 +42,8 @@ def _git(repo: Path, *args: str) -> str:
 
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
-    """A git repository with a copy of the project and one committed result that executed ``LOSSES``."""
+    """A git repository with a copy of the project and one committed result that executed ``LOSSES`` and
+    ``TRAIN``."""
     repo = tmp_path / "repo"
     repo.mkdir()
     for part in ("harness", "baselines", "tests", "tasks"):
@@ -49,8 +52,10 @@ def repo(tmp_path: Path) -> Path:
     (repo / "claims" / "carried.yaml").unlink(missing_ok=True)
     text = (repo / LOSSES).read_text()
     assert text.count(ORIGINAL) == 1, "the test's edits of max_violation_loss no longer apply: update ORIGINAL"
-    data = text.encode()
-    record = {"files": {LOSSES: ex.sha256(data)}, "blobs": {LOSSES: ex.git_blob_sha1(data)}}
+    assert (repo / TRAIN).read_text().count(SHUFFLE) == 1, "the test's edit of train.batches no longer applies"
+    contents = {name: (repo / name).read_bytes() for name in (LOSSES, TRAIN)}
+    record = {"files": {n: ex.sha256(b) for n, b in contents.items()},
+              "blobs": {n: ex.git_blob_sha1(b) for n, b in contents.items()}}
     folder = repo / "results" / "tiny" / "contrastive"
     folder.mkdir(parents=True)
     (folder / "seed0.json").write_text(json.dumps({"schema": SCHEMA, "task": "tiny", "run_name": "contrastive",
@@ -61,8 +66,8 @@ def repo(tmp_path: Path) -> Path:
     return repo
 
 
-def _edit(repo: Path, new: str, old: str = ORIGINAL) -> None:
-    path = repo / LOSSES
+def _edit(repo: Path, new: str, old: str = ORIGINAL, file: str = LOSSES) -> None:
+    path = repo / file
     text = path.read_text()
     assert text.count(old) == 1
     path.write_text(text.replace(old, new))
@@ -210,3 +215,14 @@ def test_a_change_that_moves_a_number_is_refused_naming_the_canary(repo, capsys)
     assert "not carried: method canary contrastive" in err and "step" in err and "must be re-made" in err
     assert not (repo / ca.RECORD).exists()
     assert _judge(repo).state == fr.STALE
+
+
+@pytest.mark.slow  # four fresh processes (the method canaries and the end-to-end run, old and new)
+def test_a_change_only_the_end_to_end_canary_sees_is_refused(repo, capsys):
+    """Batches in another order: no method canary goes through the training loop's batching (they feed fixed
+    batches to the step), the end-to-end run does, and its first epoch's loss moves."""
+    _edit(repo, f"{SHUFFLE}.flip(0)", SHUFFLE, TRAIN)
+    assert cy.cmd(repo, [TRAIN], "HEAD", write=True) == 1
+    err = capsys.readouterr().err
+    assert "not carried: end-to-end canary" in err and "run contrastive: history.0." in err, err
+    assert not (repo / ca.RECORD).exists()
