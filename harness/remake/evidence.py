@@ -20,7 +20,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from harness.config.launchers import DEFAULT_LAUNCHER
 from harness.errors import ConfigError, did_you_mean
@@ -30,6 +30,9 @@ from harness.report import formats, model
 from harness.store import executed as ex
 from harness.store.schema import load_results
 from harness.store.siblings import SIBLINGS
+
+if TYPE_CHECKING:
+    from harness.run.grid import Grid
 
 
 @dataclass
@@ -117,8 +120,10 @@ def reproduce_evidence(claims: Sequence[str] = (), *, ledger: Path | str | None 
             print(f"  left out: {piece.claim_id} ({piece.folder}): {piece.skipped}")
     started = time.perf_counter()
     by_folder = _by_folder(found)
-    remake(by_folder, scratch, dict(device=device, launcher=launcher, jobs=jobs, progress=progress, data_root=data_root,
-                                    command=("reproduce", *claims)))
+    from harness.run.grid import Grid
+
+    remake(by_folder, Grid(out=scratch, device=device, launcher=launcher, jobs=jobs, progress=progress, force=True,
+                           data_root=data_root, command=("reproduce", *claims)))
     minutes = (time.perf_counter() - started) / 60
     rows, moved = judged_again(ledger_path, root, scratch, found)
     print(formats.format_table(["claim", "evidence", "committed", "its verdict", "re-made", "its verdict", ""], rows,
@@ -151,9 +156,11 @@ def _by_folder(found: list[Piece]) -> dict[Path, list[Path]]:
     return by_folder
 
 
-def remake(by_folder: dict[Path, list[Path]], scratch: Path, options: dict[str, Any]) -> None:
-    """Run every result file's run again into ``scratch``, laid out like the committed folders; ``options``: the
-    grid's (:class:`harness.run.jobs.Grid`: device, launcher, jobs, progress, data_root, command)."""
+def remake(by_folder: dict[Path, list[Path]], scratch: Grid) -> None:
+    """Run every result file's run again under ``scratch.out``, laid out like the committed folders, as the grid
+    ``scratch`` says (its device, launcher, jobs, ...)."""
+    import dataclasses
+
     from harness.run import grid
 
     for folder, files in by_folder.items():
@@ -162,8 +169,7 @@ def remake(by_folder: dict[Path, list[Path]], scratch: Path, options: dict[str, 
         if task != {folder.name}:
             raise ConfigError(f"{folder} holds runs of task(s) {sorted(task)}: reproduce expects a folder named "
                               "after its task (results/<task>)")
-        base = grid.Grid(out=scratch / folder.parent, force=True, **options)
-        outcome = grid.rerun(records, base)
+        outcome = grid.rerun(records, dataclasses.replace(scratch, out=scratch.out / folder.parent))
         if outcome.failed is not None:
             raise outcome.failed
 
