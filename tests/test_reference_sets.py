@@ -238,7 +238,7 @@ class DCL(Method):
 '''
 
 
-@pytest.mark.slow  # a subprocess that makes a set of three rows (about 25 s)
+@pytest.mark.slow  # a subprocess that makes a set of two rows and its table (about 25 s)
 def test_a_plugin_row_is_tuned_beside_infonce_from_another_working_directory(tmp_path):
     plugins = tmp_path / "my_losses"
     plugins.mkdir()
@@ -252,8 +252,8 @@ def test_a_plugin_row_is_tuned_beside_infonce_from_another_working_directory(tmp
     elsewhere.mkdir()
     done = subprocess.run(
         [sys.executable, "-m", "harness", "leaderboard", str(task), "--data-root", str(data), "--include",
-         str(plugins), "--rows", "infonce,dcl", "--trials-cap", "2", "--seeds", "0", "--epochs", "1", "--out", "ref",
-         "--no-progress", "--sets-only"],
+         str(plugins), "--rows", "infonce,dcl", "--trials-cap", "2", "--seeds", "0,1", "--epochs", "1", "--out", "ref",
+         "--no-progress", "--no-bayes"],
         cwd=elsewhere, capture_output=True, text=True, timeout=600,
         env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert done.returncode == 0, done.stderr[-2000:]
@@ -261,7 +261,14 @@ def test_a_plugin_row_is_tuned_beside_infonce_from_another_working_directory(tmp
     assert manifest["rows"] == {"infonce": {"method": "contrastive", "role": "contrastive"},
                                 "dcl": {"method": "dcl", "role": "candidate"}}
     assert len(manifest["studies"]["dcl"]["values"]) == 2 and manifest["studies"]["dcl"]["dims"] >= 3
-    (result,) = [r for r in load_results(elsewhere / "ref") if r["run_name"] == "dcl@tuned"]
+    tuned = [r for r in load_results(elsewhere / "ref") if r["run_name"] == "dcl@tuned"]
+    assert sorted(r["seed"] for r in tuned) == [0, 1]
+    result = tuned[0]
     assert result["tuning"]["trials"]["counted"] == 2 and "temperature" in result["tuning"]["space"]
     assert result["tuning"]["storage"] == "sqlite:///../_tune/studies.db"
     assert str((plugins / "dcl.py").resolve()) in result["executed"]["files"]
+    # the reading side places it: a cell of the table, compared with the strongest contrastive loss
+    table = json.loads((elsewhere / "ref" / "reference.json").read_text())["sets"]["mine"]
+    assert table["rows"]["dcl"]["role"] == "candidate" and set(table["cells"]["dcl"]["values"]) == {"0", "1"}
+    assert any(c["of"] == "dcl" and c["rival"] == "infonce" for c in table["comparisons"])
+    assert "| dcl " in (elsewhere / "ref" / "reference.md").read_text()

@@ -36,18 +36,17 @@ from harness.config.registry import METHODS
 from harness.config.spec import TaskSpec
 from harness.data.paired import PairedData
 from harness.errors import ConfigError, did_you_mean, unknown
-from harness.report import leaderboard as board
+from harness.report import reference_table
 from harness.report import rows as rowmodel
 from harness.report.rows import Row
 from harness.run import preflight, runner
 from harness.store import provenance
-from harness.store.io import write_json_atomic
 from harness.tune import budget, command, folds
 from harness.tune import study as tune_study
 from harness.tune.options import DEFAULT_FOLDS, DEFAULT_TRIALS, SMALL_VALIDATION, SetOptions, TuneOptions
 from harness.tune.trial import without_test
 
-MANIFEST = "leaderboard.json"
+MANIFEST = reference_table.MANIFEST  # leaderboard.json
 BLOCK_KEYS = ("metric", "trials", "rows", "methods", "folds")
 
 
@@ -182,7 +181,7 @@ def _check_folder(folder: Path, found: dict[str, Any]) -> None:
     """A folder that holds a set already holds this one (same task and metric)."""
     if not (folder / MANIFEST).is_file():
         return
-    before = board.read_manifest(folder)
+    before = reference_table.read_manifest(folder)
     for key in ("task_name", "metric"):
         if before.get(key) != found[key]:
             raise ConfigError(f"{folder} holds the set of {key} {before.get(key)!r}, not {found[key]!r}; give "
@@ -228,7 +227,7 @@ def make_set(opts: SetOptions, task: str) -> Path:
     found_studies = command.setup(tune)  # every search space checked before anything is written
     seed = found_studies[0].seed
     fold_record = folds.record(folds.make_folds(without_test(data)["train"], k, seed), seed) if k else None
-    write_json_atomic(folder / MANIFEST, {**found, "folds": fold_record})
+    reference_table.write_manifest(folder, {**found, "folds": fold_record})
     print(f"leaderboard {name}: {len(rows)} rows x {trials} trials (up to {opts.cap}) on "
           f"{f'{k} folds of the training split' if k else 'validation'} {metric}, then seeds {tune.seeds}: "
           f"{', '.join(f'{r.shown} ({r.method})' for r in rows.values())}")
@@ -238,7 +237,7 @@ def make_set(opts: SetOptions, task: str) -> Path:
     print(command.study_table(records, done))
     results = [] if tune.no_final else command.final_runs(tune, done, records, data)
     tol = budget.tolerance(items, specs.lower_is_better(metric))
-    write_json_atomic(folder / MANIFEST, {
+    reference_table.write_manifest(folder, {
         **found, "trials": done[0].trials, "folds": fold_record,
         "budget": {"start": trials, "cap": opts.cap, "converged": all(r.converged for r in readings.values())},
         "studies": {s.row_name: budget.record(s, tune_study.open_study(s), tol) for s in done},
