@@ -2,7 +2,7 @@
 epoch at the settings it was stopped with, and its validation value set beside the best value among the trials the
 pruner kept: what pruning did to each method's study (docs/reference-table.md, "Pruning").
 
-    python -m harness.tune.audit tasks/own_features_labels.yaml --data-root OWN/quickdraw_halves \\
+    python -m harness.cli.audit tasks/own_features_labels.yaml --data-root OWN/quickdraw_halves \\
         --out results/tuning/quickdraw_halves --methods contrastive,swamp --json results/tuning/prune_audit.json
 
 ``--out`` is the folder the studies' ``harness tune`` command wrote (its ``<task>/_tune/studies.db`` and the tuned
@@ -13,7 +13,6 @@ of them.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import time
 from pathlib import Path
@@ -82,26 +81,24 @@ def audit(task: str, out: str | Path, methods: str, data_root: str | None = None
     return result
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("task")
-    parser.add_argument("--data-root", default=None)
-    parser.add_argument("--out", required=True, help="the folder the studies' harness tune command wrote")
-    parser.add_argument("--methods", required=True)
-    parser.add_argument("--json", required=True, type=Path)
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--scratch", default="/tmp/prune-audit")
-    args = parser.parse_args()
-    found = audit(args.task, args.out, args.methods, args.data_root, args.threads, args.scratch)
-    args.json.write_text(json.dumps({"command": vars(args) | {"json": str(args.json)}, "methods": found},
-                                    indent=2) + "\n")
+def table(found: dict[str, Any]) -> str:
+    """One row per method: trials pruned, kept, the best kept value, how many pruned ones end above it, and the best
+    of them at the end.
+
+        print(table(audit("tasks/own_features_labels.yaml", "results/tuning/wikipedia", "contrastive,swamp")))
+    """
     rows = [[m, f["metric"], len(f["pruned"]), f["kept"], f"{f['best_kept']:.2f}",
              sum(r["beats_best_kept"] for r in f["pruned"]),
              max((r["value_at_the_end"] for r in f["pruned"]), default=float("nan"))]
             for m, f in found.items()]
-    print(tabulate(rows, ["method", "metric", "pruned", "kept", "best kept", "pruned that beat it",
-                          "best pruned at the end"], floatfmt=".2f"))
+    text: str = tabulate(rows, ["method", "metric", "pruned", "kept", "best kept", "pruned that beat it",
+                                "best pruned at the end"], floatfmt=".2f")
+    return text
 
 
-if __name__ == "__main__":
-    main()
+def write(found: dict[str, Any], path: Path, command: dict[str, Any]) -> None:
+    """Every trial's value, with the ``command`` that measured them, as JSON at ``path``.
+
+        write(found, Path("results/tuning/prune_audit.json"), {"task": "tasks/own_features_labels.yaml", ...})
+    """
+    path.write_text(json.dumps({"command": command, "methods": found}, indent=2) + "\n")
