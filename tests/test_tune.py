@@ -26,7 +26,7 @@ from harness import cli
 from harness.cli import tune as cli_tune
 from harness.config import spec as specs
 from harness.data import paired
-from harness.errors import ConfigError
+from harness.errors import ConfigError, RunError
 from harness.report import accuracy
 from harness.report import tuning as tuning_report
 from harness.run import preflight, runner
@@ -649,3 +649,30 @@ def test_a_study_given_more_trials_retrains_its_tuned_runs_with_the_record_of_th
     assert again["tuning"]["study"] == first["tuning"]["study"] and again["tuning"]["budget"]["trials"] == 3
     assert again["tuning"]["trials"]["counted"] == 3 and again["tuning"]["threads"] == 1
     assert again["tuning"]["storage"] == "sqlite:///../_tune/studies.db"
+
+
+def test_a_row_claimed_by_another_process_is_not_run_here_and_is_named(tmp_path):
+    """A row's trials run in one process: a command that finds a row claimed (another worker holds it) runs the other
+    rows and names the one it could not run, instead of running its trials beside the other process's."""
+    path = tiny(tmp_path)
+    opts = TuneOptions(task=str(path), methods=("contrastive", "cca"), trials=2, epochs=1, out=tmp_path / "out",
+                       device="cpu", no_progress=True)
+    found = command.setup(opts)
+    held = found[0]
+    code = ("import fcntl, sys, time; h = open(sys.argv[1], 'a'); fcntl.flock(h, fcntl.LOCK_EX); print('held', "
+            "flush=True); time.sleep(60)")
+    held.folder.mkdir(parents=True, exist_ok=True)
+    other = subprocess.Popen([sys.executable, "-c", code, str(held.folder / f"{held.name}.row")],
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        assert other.stdout.readline().strip() == "held"
+        with pytest.raises(RunError, match="another process is running the trials of contrastive"):
+            command.run_studies(opts, found)
+        assert stored.counts(studies.open_study(found[1]))["counted"] == 2  # the free row ran
+        assert stored.counts(studies.open_study(held))["counted"] == 0
+        command.run_studies(dataclasses.replace(opts, studies_only=True), found)  # a worker skips it quietly
+    finally:
+        other.kill()
+        other.wait()
+    command.run_studies(opts, found)  # released with its process: this command runs it now
+    assert stored.counts(studies.open_study(held))["counted"] == 2

@@ -21,7 +21,7 @@ from harness.config import plan as plans
 from harness.config import spec as specs
 from harness.config.plan import Run
 from harness.data.paired import PairedData
-from harness.errors import ConfigError
+from harness.errors import ConfigError, RunError
 from harness.run import grid, preflight, runner
 from harness.tune import record as study_record
 from harness.tune import space, workers
@@ -90,13 +90,18 @@ def run_studies(opts: TuneOptions, found: list[studies.Study]) -> PairedData | N
         return None
     data = runner.load_data(found[0].spec())
     trial_opts = runner.RunOptions(device=run_opts.device, out=found[0].folder / "trials", progress=False)
+    held = []
     for s in found:
         with stored.claim(s.name, s.folder) as mine:
             if not mine:  # another worker runs this row's trials, in order
+                held.append(s.row_name)
                 continue
             with tqdm(total=s.trials if s.dims() else 1, desc=f"tune {s.row_name}", unit="trial",
                       disable=opts.no_progress, dynamic_ncols=True) as bar:
                 studies.work(s, data, trial_opts, bar, worker=opts.worker)
+    if held and not opts.studies_only:
+        raise RunError(f"another process is running the trials of {', '.join(held)} (it holds their claim in "
+                       f"{found[0].folder}); wait for it to end, then run this command again")
     return data
 
 
