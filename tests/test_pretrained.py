@@ -106,6 +106,18 @@ def test_a_missing_extra_is_one_error_naming_the_install_command(monkeypatch, tm
         QMULSBIRPretrained.load(QMULPretrainedParams(root=str(root), category="chairs", cache=str(tmp_path / "c")))
 
 
+def test_a_run_without_the_extra_stops_before_training_with_that_line(monkeypatch, tmp_path, capsys):
+    monkeypatch.setitem(sys.modules, lite.WEIGHTS_PACKAGE, None)
+    monkeypatch.setenv(feature_cache.ENV, str(tmp_path / "cache"))
+    root = write_release(tmp_path / "data", {"train": 6, "test": 3}, size=32)
+    out = tmp_path / "out"
+    assert main(["run", str(ROOT / "tasks" / "qmul_chairs_pretrained.yaml"), "--methods", "identity", "--data-root",
+                 str(root), "--device", "cpu", "--out", str(out), "--no-progress"]) == 2
+    err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error")]
+    assert len(err) == 1 and 'pip install -e ".[pretrained]"' in err[0], err
+    assert not out.exists() or not any(out.rglob("*.json"))
+
+
 def test_the_pretrained_extra_is_declared_and_in_the_test_extra():
     import tomllib
 
