@@ -124,6 +124,10 @@ def test_a_chain_of_two_carries_reaches_the_current_version(repo):
     assert judged.state == fr.FRESH and judged.changed == ()
     assert judged.carried == {LOSSES: ("first", "second")}
     assert judged.label() == "carried (by canaries first, second)"
+    assert judged.why() == f"every file it ran is unchanged or carried; carried: {LOSSES} (by canaries first, second)"
+    # several results together (a folder's seeds): still carried, the canaries of each named
+    both = fr.combine([judged, judged])
+    assert both.state == fr.FRESH and both.carried == {LOSSES: ("first", "second")}
     # without its first link the chain does not reach the recorded version: stale, as before
     record.write_text(ca.dump([_hand_carry(v1, v2, "second")]))
     assert _judge(repo).state == fr.STALE

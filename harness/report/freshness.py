@@ -83,8 +83,8 @@ class Freshness:
         if self.dirty:
             parts.append("ran uncommitted code: " + _few(list(self.dirty), limit))
         if not parts:
-            parts.append("every file it ran is unchanged" + (f" (cosmetic edits: {_few(list(self.cosmetic), limit)})"
-                                                              if self.cosmetic else ""))
+            parts.append("every file it ran is unchanged" + (" or carried" if self.carried else "")
+                         + (f" (cosmetic edits: {_few(list(self.cosmetic), limit)})" if self.cosmetic else ""))
         if self.carried:
             parts.append(f"carried: {_few(sorted(self.carried), limit)} (by canaries {_few(self.canaries(), limit)})")
         return "; ".join(parts + list(self.notes))
