@@ -196,11 +196,14 @@ def test_the_same_command_makes_the_same_studies_with_one_worker_or_two(tmp_path
     found = []
     for jobs in (1, 2):
         out = tmp_path / f"jobs{jobs}"
-        assert cli.main(["leaderboard", str(OWN_LABELS), "--data-root", str(data), "--trials", "3", "--trials-cap",
+        assert cli.main(["leaderboard", str(OWN_LABELS), "--data-root", str(data), "--trials", "2", "--trials-cap",
                          "3", "--seeds", "0", "--epochs", "1", "--out", str(out), "--rows", "infonce,swamp,cca",
                          "--launcher", "local", "--jobs", str(jobs), "--no-progress", "--sets-only"]) == 0
         manifest = json.loads((out / "own_features_labels" / "leaderboard.json").read_text())
         assert manifest["threads"] == 1 and manifest["folds"] is None  # 120 validation items: no folds
+        # a row still rose after 2 trials: the workers gave every row a third one
+        assert manifest["budget"]["start"] == 2 and manifest["trials"] == 3
+        assert {len(row["values"]) for row in manifest["studies"].values()} == {3}
         found.append(_studies_and_cells(out))
     assert found[0][0] == found[1][0] and set(found[0][0]) == {"infonce", "swamp", "cca"}
     assert found[0][1] == found[1][1] and len(found[0][1]) == 3

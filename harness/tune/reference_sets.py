@@ -232,7 +232,9 @@ def make_set(opts: SetOptions, task: str) -> Path:
           f"{f'{k} folds of the training split' if k else 'validation'} {metric}, then seeds {tune.seeds}: "
           f"{', '.join(f'{r.shown} ({r.method})' for r in rows.values())}")
     items = folds.query_items(data["train"] if k else data["val"], metric)
-    done, readings = budget.extend(found_studies, lambda f: command.run_studies(tune, f), metric, items, opts.cap)
+    # the workers of a larger budget read it from their command line: --trials is each round's budget
+    done, readings = budget.extend(found_studies, lambda f: command.run_studies(replace(tune, trials=f[0].trials), f),
+                                   metric, items, opts.cap)
     records = {s.method: command.summarize(s, tune) for s in done}
     print(command.study_table(records, done))
     results = [] if tune.no_final else command.final_runs(tune, done, records, data)
