@@ -178,18 +178,19 @@ def _extract(root: Path, base: str, dest: Path) -> None:
         tar.extractall(dest, filter="data")
 
 
-def _local_files(root: Path, recorded: set[str]) -> list[str]:
-    """Files of the working tree, under :data:`TREE_PARTS`, that differ from the index's commit or are new and
-    that no result executed (tests, new modules, reports): both trees take them as they are here."""
+def _local_files(root: Path, base: str, recorded: set[str]) -> list[str]:
+    """Files of the working tree, under :data:`TREE_PARTS`, that differ from ``base`` (staged or not) or are new,
+    and that no result executed (tests, new modules, reports): both trees take them as they are here."""
     parts = [p for p in TREE_PARTS if (root / p).exists()]
-    listed = _git(root, "ls-files", "--modified", "--others", "--exclude-standard", "--", *parts).decode()
-    return sorted({n for n in listed.splitlines() if n and n not in recorded and (root / n).is_file()})
+    changed = _git(root, "diff", "--name-only", "--no-renames", base, "--", *parts).decode().splitlines()
+    new = _git(root, "ls-files", "--others", "--exclude-standard", "--", *parts).decode().splitlines()
+    return sorted({n for n in changed + new if n and n not in recorded and (root / n).is_file()})
 
 
 def build_trees(root: Path, base: str, todo: list[Change], recorded: set[str], folder: Path) -> tuple[Path, Path]:
     """The old and the new tree under ``folder`` (module docstring, step 2)."""
     old, new = folder / "old", folder / "new"
-    local = _local_files(root, recorded)
+    local = _local_files(root, base, recorded)
     for tree in (old, new):
         tree.mkdir(parents=True)
         _extract(root, base, tree)
