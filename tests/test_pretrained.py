@@ -277,9 +277,25 @@ def test_fine_tuning_trains_only_the_last_stages_and_the_head():
         lite.EfficientNetLite.build((1280,), lite.EfficientNetLiteParams())
 
 
-def test_cropping_cached_features_is_refused():
+def test_cropping_cached_features_or_centring_images_is_refused():
     with pytest.raises(ConfigError, match="features: false"):
         parse_params(QMULPretrainedParams, {"crop_scale": [0.8, 1.0]}, "dataset")
+    with pytest.raises(ConfigError, match="set center: false"):
+        parse_params(QMULPretrainedParams, {"features": False, "center": True}, "dataset")
+
+
+@needs_extra
+def test_centring_subtracts_the_training_pairs_mean_from_every_split(tmp_path, offline):
+    root = write_release(tmp_path / "data", {"train": 10, "test": 3}, size=32)
+    settings = {"root": str(root), "category": "chairs", "cache": str(tmp_path / "cache"), "val_fraction": 0.2}
+    raw = QMULSBIRPretrained.load(parse_params(QMULPretrainedParams, settings, "dataset"))
+    centred = QMULSBIRPretrained.load(parse_params(QMULPretrainedParams, {**settings, "center": True}, "dataset"))
+    assert centred.info["extraction"]["hits"] == 4  # the cache holds the raw features; centring comes after it
+    for side in ("a", "b"):
+        mean = getattr(raw["train"], side).mean(0)
+        torch.testing.assert_close(getattr(centred["train"], side).mean(0), torch.zeros_like(mean), atol=1e-5, rtol=0)
+        for split in ("val", "test"):
+            torch.testing.assert_close(getattr(centred[split], side), getattr(raw[split], side) - mean)
 
 
 # --- the source and the task, end to end ---------------------------------------------------------------------------

@@ -5,8 +5,9 @@
 * ``features: true`` (the default): every item becomes the backbone's frozen 1,280-d pooled features, computed once
   per data file, split, backbone, weights and preprocessing and kept in the content-addressed feature cache
   (``harness/sources/feature_cache.py``; folder: ``cache``, else ``$SWAMP_BENCH_FEATURE_CACHE``, else
-  ``~/.cache/swamp-bench/features``). The features are given as they come (no standardising), so the ``identity``
-  method is their own cosine; train heads on them with the ``feature_head`` encoder.
+  ``~/.cache/swamp-bench/features``). The features are given as they come (no standardising; ``center: true``
+  subtracts each modality's mean over the training pairs), so the ``identity`` method is their own cosine; train
+  heads on them with the ``feature_head`` encoder.
 * ``features: false``: the drawings as images scaled for the backbone (224 x 224, one grey channel), for the
   fine-tuning encoder ``efficientnet_lite``; ``crop_scale`` augments the training images. Nothing is cached.
 
@@ -55,6 +56,7 @@ class QMULPretrainedParams:
     cache: str = ""  # the feature cache's folder; '' = $SWAMP_BENCH_FEATURE_CACHE, else ~/.cache/swamp-bench/features
     batch_size: int = bounded(32, gt=0)  # images per forward pass while extracting
     crop_scale: tuple[float, ...] = ()  # features: false only: [min, max] area shares of training crops
+    center: bool = False  # features: true only: subtract each modality's mean over the training pairs
 
     def check(self, where: str) -> None:
         require(bool(self.root), where, "root is required: the folder holding <category>_sketch_db_train.mat …")
@@ -64,6 +66,8 @@ class QMULPretrainedParams:
         require(not (self.features and self.crop_scale), where,
                 "crop_scale augments images, but features: true gives fixed cached features; set features: false "
                 "(fine-tuning) or crop_scale: []")
+        require(self.features or not self.center, where,
+                "center subtracts the training features' mean, but features: false gives images; set center: false")
 
 
 def feature_inputs(path: Path, category: str, split: str, drawing: str, backbone: dict[str, Any]) -> dict[str, Any]:
@@ -138,6 +142,10 @@ class QMULSBIRPretrained:
         val = qmul_sbir.val_rows(len(train_sk), p.val_fraction, p.split_seed)
         fit = torch.ones(len(train_sk), dtype=torch.bool).index_fill_(0, val, False)
         crop = (p.crop_scale[0], p.crop_scale[1]) if p.crop_scale else None
+        if p.center:  # the training pairs' mean per modality (validation and test never set it)
+            mean_sk, mean_ed = train_sk[fit].mean(0), train_ed[fit].mean(0)
+            arrays = {k: v - (mean_sk if k.startswith("sketch") else mean_ed) for k, v in arrays.items()}
+            train_sk, train_ed = arrays["sketch_train"], arrays["edge_train"]
 
         def side(x: torch.Tensor, augment: bool = False) -> Any:
             return x if p.features else ImageTensor(x, crop if augment else None)
@@ -148,7 +156,8 @@ class QMULSBIRPretrained:
         info: dict[str, Any] = {
             "source": "qmul_sbir_pretrained", "origin": ORIGIN, "root": str(root), "category": p.category,
             "pairs": {name: s.n_pairs for name, s in splits.items()}, "val_rows": val.tolist(),
-            "items": "frozen features (1280-d)" if p.features else "images (1 x 224 x 224) for fine-tuning",
+            "items": (f"frozen features (1280-d{', centred on the training mean' if p.center else ''})" if p.features
+                      else "images (1 x 224 x 224) for fine-tuning"),
             "backbone": lite.describe()}
         if extraction is not None:
             info["extraction"] = extraction
