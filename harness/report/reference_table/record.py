@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.errors import ConfigError
 from harness.report.reference_table import across, budgets, marks, page, verdicts
 from harness.report.reference_table.boards import Board, load_boards
 from harness.store.io import write_json_atomic, write_text_atomic
@@ -60,7 +61,7 @@ def set_json(b: Board) -> dict[str, Any]:
     """One set's numbers."""
     try:
         rivals = verdicts.tied(b)
-    except Exception:  # noqa: BLE001  (no contrastive loss tuned yet: no rival; the page says why)
+    except ConfigError:  # no contrastive loss tuned yet: no rival (the page says why)
         rivals = []
     bolds, readings = verdicts.bold_rows(b), budgets.readings(b)
     found = verdicts.comparisons(b)
