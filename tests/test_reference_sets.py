@@ -154,6 +154,10 @@ def test_a_tuned_record_names_its_storage_relative_to_its_folder_and_old_absolut
     assert stored.recorded_storage("sqlite:///../_tune/studies.db", here) == f"sqlite:///{db.resolve()}"
     elsewhere = "sqlite:////elsewhere/studies.db"  # outside the results folder: kept as given
     assert stored.relative_storage(elsewhere, here, tmp_path) == elsewhere
+    journal = stored.default_storage(db.parent, journal=True)  # SLURM's jobs open the shared path: kept
+    assert stored.relative_storage(journal, here, tmp_path) == journal
+    assert stored.recorded_storage("journal://../_tune/studies.log", here) == \
+        f"journal://{(db.parent / 'studies.log').resolve()}"
     assert stored.relative_storage("postgresql://u:pw@host/db", here, tmp_path) == "postgresql://u:***@host/db"
     # a committed record of the first edition names the machine's absolute path: the committed studies.db opens
     (path,) = sorted((ROOT / "results" / "reference" / "qmul_chairs").rglob("contrastive@tuned/seed0.json"))

@@ -165,15 +165,17 @@ def _file_of(url: str) -> tuple[str, str] | None:
 
 
 def relative_storage(url: str, folder: Path, within: Path) -> str:
-    """The storage URL as a result file in ``folder`` records it: a SQLite or journal file inside the results folder
-    ``within`` named relative to ``folder`` (``sqlite:///../_tune/studies.db``), so that the committed folder opens
-    its studies wherever it is checked out; any other storage as :func:`shown_storage` gives it.
+    """The storage URL as a result file in ``folder`` records it: a SQLite file inside the results folder ``within``
+    named relative to ``folder`` (``sqlite:///../_tune/studies.db``), so that the committed folder opens its studies
+    wherever it is checked out; any other storage (a database server, a journal file of SLURM's workers, which names
+    the shared path every job opens) as :func:`shown_storage` gives it.
 
     >>> relative_storage("sqlite:////r/set/task/_tune/studies.db", Path("/r/set/task/m@tuned"), Path("/r"))
     'sqlite:///../_tune/studies.db'
     """
     found = _file_of(url)
-    if found is None or not found[1].startswith("/") or not Path(found[1]).is_relative_to(Path(within).resolve()):
+    if found is None or found[0] == JOURNAL or not found[1].startswith("/") \
+            or not Path(found[1]).is_relative_to(Path(within).resolve()):
         return shown_storage(url)
     prefix, path = found
     return f"{prefix}{os.path.relpath(path, Path(folder).resolve())}"
