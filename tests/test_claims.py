@@ -220,3 +220,47 @@ def test_a_contended_timing_is_marked_in_the_ledger(tmp_path):
     path.write_text(json.dumps(data))
     line = _line(tmp_path, spec, 4.0)
     assert line.ours.endswith("[contended 1/2]") and "kept the machine busy" in line.why
+
+
+def _tuned_ledger(tmp_path: Path, folder: str, metric: str, tuned: dict, expect: str = "higher") -> Path:
+    """A one-claim ledger whose evidence is judged again on the committed reference set ``folder``."""
+    return _ledger(tmp_path, {"results": f"results/{folder.split('/')[-1]}",
+                              "difference": {"of": "swamp", "to": "contrastive", "metric": metric, "expect": expect},
+                              "tuned": {"results": f"results/reference/{folder}", **tuned}}, None, "not measured here")
+
+
+def test_an_add_on_claim_is_judged_as_x_plus_swamp_against_x(tmp_path):
+    path = _tuned_ledger(tmp_path, "qmul_shoes", "s2p/R@1", {"base": "max_violation", "verdict": "direction only"})
+    (line,) = claims.judge(path, ROOT)
+    t = line.tuned
+    assert t is not None and t.pair and t.rival == "max-violation hinge (VSE++)"
+    assert t.of == "max-violation hinge (VSE++) + SwAMP" and t.ours == "+1.57" and t.verdict == claims.DIRECTION
+    shown = t.shown()  # 'direction only: ...', or 'direction only (stale): ...' beside uncommitted code
+    assert shown.startswith("direction only") and \
+        ": max-violation hinge (VSE++) + SwAMP − max-violation hinge (VSE++) = +1.57 [-5.11, +8.24]" in shown
+    assert t.beside.startswith("best with SwAMP's term − best without: InfoNCE + SwAMP − SigLIP = +0.00")
+    # the flags are the two compared rows' tuned runs, and a 'holds' verdict on them is refused without a reason
+    assert "max-violation hinge (VSE++) + SwAMP collapse warned 5/5" in t.flags
+    assert any("rests on flagged tuned runs" in m for m in claims.check([line]))
+    # SwAMP alone asked of a set whose SwAMP row is an add-on: no verdict, saying how to ask
+    path = _tuned_ledger(tmp_path, "qmul_shoes", "s2p/R@1", {"verdict": "not measured here"})
+    (line,) = claims.judge(path, ROOT)
+    assert line.tuned.verdict == claims.NOT_MEASURED and "tuned: base: X" in line.tuned.why
+    path = _tuned_ledger(tmp_path, "qmul_shoes", "s2p/R@1", {"base": "siglip", "verdict": "not measured here"})
+    (line,) = claims.judge(path, ROOT)
+    assert line.tuned.verdict == claims.NOT_MEASURED and "no row X + SwAMP with X = 'siglip'" in line.tuned.why
+
+
+def test_a_saturated_set_gives_the_uninformative_verdict_and_a_tie_is_holm_corrected(tmp_path):
+    path = _tuned_ledger(tmp_path, "synthetic-a2b_class_R_1", "a2b/class_R@1", {"verdict": "uninformative for tuning"})
+    (line,) = claims.judge(path, ROOT)
+    t = line.tuned
+    assert t.verdict == claims.UNINFORMATIVE and t.rival == "SigLIP" and t.ours == "-0.25"
+    assert "Holm's correction over the 4 tests deciding (adjusted p = 0.162)" in t.why and "ceiling" in t.why
+    assert not [m for m in claims.check([line]) if "under equal tuning): the ledger records" in m]
+    assert claims.UNINFORMATIVE not in claims.VERDICTS  # a verdict under equal tuning only
+    bad = _ledger(tmp_path, {"results": "results/x", "verdict": "not measured here", "difference": {
+        "of": "a", "to": "b", "metric": "a2b/R@1"}, "tuned": {"results": "results/y", "verdict": "not reproduced",
+                                                               "rival": "infonce"}}, None, "not measured here")
+    with pytest.raises(ConfigError, match="unknown key"):
+        claims.load(bad)
