@@ -17,10 +17,10 @@ CAPTION = ("Each cell: the method's best settings from its study (equal trials p
            "validation split), trained with every seed and tested; mean ± sample standard deviation over seeds "
            "((n=k): fewer than 5 seeds). Bold: not significantly below the column's best (paired t over seeds, α = "
            f"{stats.ALPHA:g}). {marks.FAILED.format('k')}: seed k's selected validation value lies more than "
-           f"{marks.MADS:g} scaled MADs and at least {marks.MIN_GAP:g} points below the median of the row's other "
-           f"seeds; {marks.BELOW_FLOOR}: below the set's no-training row; [budget not converged]: the row's best "
-           "validation value still rose over the last quarter of its trials. – : the method does not apply to the "
-           "set, or has no results yet.")
+           f"{marks.MADS:g} scaled MADs, and at least {marks.MIN_GAP:g} points or {marks.MIN_ITEMS} validation items' "
+           f"worth, below the median of the row's other seeds; {marks.BELOW_FLOOR}: below the set's no-training "
+           "row; [budget not converged]: the row's best validation value still rose over the last quarter of its "
+           "trials. – : the method does not apply to the set, or has no results yet.")
 DIFF_NOTE = ("Differences on test, over the seeds both rows were trained with: mean of the per-seed differences and "
              "its 95% interval [lo, hi] (paired t); better or worse: p below {alpha:g} (Holm-adjusted over the tests "
              "where validation tied several rows, the least favourable shown), level otherwise; uninformative: every "
@@ -269,8 +269,9 @@ def render(boards: list[Board], found: dict[str, Any], compared: dict[str, Any],
               "converged when it improved by at most the tolerance (one validation item's worth, at least 0.5 "
               "points; one rank for a rank) over the last quarter of its trials. dims: the study's search-space "
               "dimensions."]
-    lines += [f"![best-so-far: {name.removeprefix('curves/')}]({path})" for name, path in figures.items()
+    curves = [f"![best-so-far: {name.removeprefix('curves/')}]({path})" for name, path in figures.items()
               if name.startswith("curves/")]
+    lines += [""] + curves if curves else []
     lines += ["", "## The comparisons, set by set", ""]
     lines += [line for b in boards for line in comparison_lines(b)]
     lines += ["", DIFF_NOTE.format(alpha=stats.ALPHA)]
@@ -278,9 +279,10 @@ def render(boards: list[Board], found: dict[str, Any], compared: dict[str, Any],
         lines += ["", f"![every comparison, set by set]({figures['forest']})"]
     lines += ["", "## Had validation chosen another loss", ""]
     lines += [line for b in boards if (line := each_line(b)) is not None]
-    lines += ["", "SwAMP minus each contrastive loss of the set on test, with the loss's best validation value from "
-              "its study; (chosen): the loss validation chose. Not verdicts: they say how much the answer leans on "
-              "the choice.", "", "## Across sets", ""]
+    lines += ["", "SwAMP alone (where a set has no SwAMP-alone row, its row with SwAMP's term chosen on validation, "
+              "named after the metric) minus each contrastive loss of the set on test, with the loss's best validation "
+              "value from its study; (chosen): the loss validation chose. Not verdicts: they say how much the answer "
+              "leans on the choice.", "", "## Across sets", ""]
     lines += across_lines(found, compared)
     if "cd" in figures:
         lines += ["", f"![critical-difference diagram]({figures['cd']})"]
