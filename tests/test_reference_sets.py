@@ -131,6 +131,9 @@ def test_a_row_still_rising_is_marked_and_the_extension_gives_every_row_the_same
     row = budget.record(done[0], studies.open_study(done[0]), 0.5)
     assert row["values"] == [2.0 * n for n in range(13)] and row["convergence"]["converged"] is False
     assert row["dims"] == len(done[0].dims()) > 0
+    # a resumed command reads each budget's decision from that budget's first trials, as the first command did
+    early = budget.reading(dataclasses.replace(done[0], trials=8), studies.open_study(done[0]), 0.5)
+    assert len(early.curve) == 8 and early.gain == pytest.approx(4.0)
     flat, _ = budget.extend([_fake_study(tmp_path / "flat", "cca", 4)], told, "a2b/R@1", items=1000, cap=40)
     assert flat[0].trials == 4  # converged: no trial more
 

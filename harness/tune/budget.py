@@ -37,9 +37,11 @@ def row_values(opened: optuna.Study) -> list[float | None]:
 
 
 def reading(study: studies.Study, opened: optuna.Study, tol: float) -> Convergence:
-    """A row's convergence reading. A row with nothing to search (a closed form's or the floor's one trial) has
-    converged by definition: more trials would repeat the same settings."""
-    values = row_values(opened)
+    """A row's convergence reading over the first trials of its budget (a study resumed after it was extended holds
+    more, and the decision at this budget must be the one an uninterrupted command made). A row with nothing to search
+    (a closed form's or the floor's one trial) has converged by definition: more trials would repeat the same
+    settings."""
+    values = row_values(opened)[:study.trials]
     lower = opened.direction == optuna.study.StudyDirection.MINIMIZE
     found = convergence.read(values, lower, tol)
     if not study.dims():
@@ -50,7 +52,7 @@ def reading(study: studies.Study, opened: optuna.Study, tol: float) -> Convergen
 def record(study: studies.Study, opened: optuna.Study, tol: float) -> dict[str, Any]:
     """A row's entry of a set's ``studies``: the study, its values in trial order, its search space's number of
     dimensions and its convergence reading."""
-    return {"study": study.name, "values": row_values(opened), "dims": len(study.dims()),
+    return {"study": study.name, "values": row_values(opened)[:study.trials], "dims": len(study.dims()),
             "convergence": reading(study, opened, tol).record()}
 
 

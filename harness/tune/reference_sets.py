@@ -219,6 +219,9 @@ def make_set(opts: SetOptions, task: str) -> Path:
     folder = Path(opts.tune.out) / name
     trials = opts.tune.trials if opts.tune.trials is not None else block.trials
     k = fold_count(data, metric, block, opts.folds)
+    if opts.folds and not k:
+        print(f"note: {spec.name}: --folds {opts.folds} left unused: the validation split has at least "
+              f"{SMALL_VALIDATION} queries, and the studies choose on it")
     tune = replace(opts.tune, task=task, methods=tuple(r.method for r in rows.values()), out=folder, trials=trials,
                    overrides=(*opts.tune.overrides, f"train.select={metric}"), no_tables=True, folds=k,
                    rows=tuple((r.method, n) for n, r in rows.items()))
