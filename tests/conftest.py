@@ -27,6 +27,8 @@ TINY = {
         "swamp_plus_contrastive": {"method": "swamp", "K": 16, "queue": 64, "contrastive_weight": 1.0},
         "swamp_hard": {"method": "swamp", "K": 16, "queue": 64, "hard": True},
         "swamp_infonce": {"method": "swamp", "K": 16, "queue": 64, "contrastive_weight": 1.0, "loss": "infonce"},
+        "swamp_sum": {"method": "swamp", "K": 16, "queue": 64, "contrastive_weight": 1.0, "loss": "sum"},
+        "swamp_siglip": {"method": "swamp", "K": 16, "queue": 64, "contrastive_weight": 1.0, "loss": "siglip"},
         "cca": {"method": "cca", "dim": 4},
     },
 }

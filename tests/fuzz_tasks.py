@@ -106,6 +106,12 @@ def _qmul(root: Path) -> dict[str, Any]:
     return {"dataset": {"root": str(root), "image_size": 16}}
 
 
+def _qmul_pretrained(root: Path) -> dict[str, Any]:
+    """QMUL's files as :func:`_qmul` writes them, with the frozen features' cache beside them (not the user's)."""
+    small = _qmul(root)
+    return {"dataset": {"root": small["dataset"]["root"], "cache": str(root / "feature_cache")}}
+
+
 def _paired_arrays(root: Path) -> dict[str, Any]:
     """{train,val,test}_{a,b,labels}.npy: 60 / 20 / 20 pairs of 16-d features in one space, 4 classes."""
     import numpy as np
@@ -124,6 +130,8 @@ SMALL_OWN = {"train": {"batch_size": 8, "eval_batch_size": 16, "epochs": 2}}
 SMALL_QMUL = {"encoders": {"a": {"widths": [4, 8], "dim": 8}, "b": {"widths": [4, 8], "dim": 8}},
               "train": {"batch_size": 8, "eval_batch_size": 16},
               "methods": {"swamp": {"K": 4, "queue": 16}}}
+SMALL_QMUL_PRETRAINED = {"train": {"batch_size": 8, "eval_batch_size": 16, "epochs": 2},
+                         "methods": {"swamp_infonce": {"K": 4, "queue": 16}}}
 SMALL_WIKIPEDIA = {"encoders": {"a": {"hidden": [16], "dim": 8}, "b": {"hidden": [16], "dim": 8}},
                    "train": {"batch_size": 8, "eval_batch_size": 16},
                    "methods": {"swamp": {"K": 4, "queue": 16}, "swamp_plus_contrastive": {"K": 4, "queue": 16}}}
@@ -148,6 +156,8 @@ BASES: dict[str, Base] = {
     "quickdraw": Base("quickdraw", {}, ("doodle2search",), _folders()),
     "wikipedia": Base("wikipedia", SMALL_WIKIPEDIA, ("cca", "contrastive", "swamp"), _wikipedia),
     **{t: Base(t, SMALL_QMUL, ("contrastive", "swamp"), _qmul) for t in ("qmul_shoes", "qmul_chairs", "qmul_handbags")},
+    **{t: Base(t, SMALL_QMUL_PRETRAINED, ("identity", "contrastive", "swamp_infonce"), _qmul_pretrained)
+       for t in ("qmul_shoes_pretrained", "qmul_chairs_pretrained")},
     **{t: Base(t, SMALL_OWN, ("identity", "cca", "contrastive", "swamp"), _paired_arrays)
        for t in ("own_features", "own_features_labels")},
 }
