@@ -225,7 +225,7 @@ OTHER_JSON = {
     "harness/report/plot.py": "a figure's record beside it (its caption and command)",
     "harness/report/leaderboard.py": "a reference-table set's manifest (leaderboard.json), the table's record "
                                      "(reference.json)",
-    "harness/run/slurm.py": "a SLURM job's worker's reply (harness.worker --reply)",
+    "harness/run/slurm_job.py": "a SLURM job's worker's reply (harness.worker --reply)",
 }
 
 
