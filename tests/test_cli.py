@@ -229,7 +229,7 @@ def test_every_subcommand_is_one_module_listed_once():
     from harness import cli
 
     names = [c.NAME for c in cli.COMMANDS]
-    assert len(names) == len(set(names)) == 16
+    assert len(names) == len(set(names)) == 17
     for command in cli.COMMANDS:
         assert all(callable(getattr(command, f)) for f in ("add_arguments", "handle")), command.__name__
         assert isinstance(command.HELP, str) and command.EXAMPLE.startswith(f"python -m harness {command.NAME}")

@@ -305,11 +305,3 @@ def report_clusters(options: ClusterOptions) -> list[Path]:
     print("\n".join(summary(report)))
     print("report: " + "\n        ".join(str(p) for p in paths))
     return paths
-
-
-def cmd(args: Any) -> int:
-    """``python -m harness clusters``'s options (a namespace of ``harness/cli/clusters.py``) as
-    :class:`ClusterOptions`, then :func:`report_clusters`: kept until that command converts them itself."""
-    report_clusters(ClusterOptions(Path(args.target), Path(args.out) if args.out else None, args.split,
-                                   args.top_words, args.members, args.device, getattr(args, "data_root", None)))
-    return 0

@@ -18,6 +18,7 @@ from types import ModuleType
 
 from harness.cli import (
     bench,
+    carry,
     claims,
     clusters,
     compare,
@@ -40,7 +41,7 @@ from harness.errors import ConfigError, RunError
 from harness.errors import report as report_error
 
 COMMANDS: tuple[ModuleType, ...] = (run, tune, leaderboard, rerun, listing, table, plot, clusters, ensemble, compare,
-                                    report, claims, readme, reproduce, status, bench)
+                                    report, claims, readme, reproduce, carry, status, bench)
 EXAMPLES = {command.NAME: command.EXAMPLE for command in COMMANDS}
 
 

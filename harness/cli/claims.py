@@ -20,6 +20,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
     from harness.report import claims
 
-    return claims.cmd(args)
+    ledger = Path(args.ledger) if args.ledger else None
+    return claims.main(claims.Options(ledger, Path(args.root) if args.root else None, bool(args.check),
+                                      str(args.format)))

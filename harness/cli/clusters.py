@@ -22,6 +22,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
     from harness.analysis import clusters
 
-    return clusters.cmd(args)
+    clusters.report_clusters(clusters.ClusterOptions(
+        Path(args.target), Path(args.out) if args.out else None, args.split, args.top_words, args.members,
+        args.device, getattr(args, "data_root", None)))
+    return 0

@@ -18,6 +18,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
     from harness.report import readme
 
-    return readme.cmd(args)
+    return readme.main(readme.Options(Path(args.readme), bool(args.check)))

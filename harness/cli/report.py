@@ -18,6 +18,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
     from harness.report import site
 
-    return site.cmd(args)
+    site.write_site(site.SiteOptions(tuple(Path(f) for f in args.folders), Path(args.out), args.format,
+                                     figures=not args.no_figures, progress=not args.no_progress))
+    return 0

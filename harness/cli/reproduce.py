@@ -33,9 +33,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def handle(args: argparse.Namespace) -> int:
     if args.reference:  # the reference table's tuned runs
+        from pathlib import Path
+
         from harness.remake import reference
 
-        return reference.cmd(args)
+        return reference.reproduce_reference(reference.ReferenceOptions(
+            Path(args.reference), Path(args.out) if args.out else None, args.write, args.budget, args.device,
+            args.launcher, args.jobs, args.data_root, args.allow_dirty, not args.no_progress))
     from harness.remake import evidence  # the ledger's evidence
 
-    return evidence.cmd(args)
+    moved = evidence.reproduce_evidence(
+        args.claims, ledger=args.ledger, budget=args.budget, write=args.write, out=args.out, device=args.device,
+        launcher=args.launcher, jobs=args.jobs, data_root=args.data_root, allow_dirty=args.allow_dirty,
+        progress=not args.no_progress)
+    return 1 if moved else 0

@@ -26,7 +26,7 @@ from harness.ops.precision import PRECISIONS
 
 TOP_KEYS = ("name", "version", "description", "base", "dataset", "encoders", "metrics", "train", "test", "methods",
             "reference", "launcher", "tune", "leaderboard")  # tune, leaderboard: read by harness tune and harness
-# leaderboard (harness/tune/space.py, harness/tune/leaderboard.py), by no run
+# leaderboard (harness/tune/space.py, harness/tune/reference_sets.py), by no run
 MODALITIES = ("a", "b")
 
 

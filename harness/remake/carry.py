@@ -1,4 +1,4 @@
-"""``python -m harness.remake.carry``: a change of executed code shown to move no number, and recorded
+"""``python -m harness carry``: a change of executed code shown to move no number, and recorded
 (``claims/carried.yaml``).
 
 Every committed result records the files its run executed (:mod:`harness.store.executed`), and any change of one
@@ -31,7 +31,6 @@ A file that no canary and not the end-to-end run executed cannot be carried (not
 """
 from __future__ import annotations
 
-import argparse
 import datetime
 import json
 import math
@@ -355,29 +354,3 @@ def cmd(root: Path, files: list[str] | None, base: str, write: bool) -> int:
         print("nothing to carry: no file that a committed result executed differs from "
               f"{base} other than cosmetically")
     return 0
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m harness.remake.carry [--files FILE ...] [--base REV] [--dry-run]``; bad input exits with 2 and a
-    canary that could not run with 3, each with one ``error:`` line."""
-    from harness.errors import report
-
-    parser = argparse.ArgumentParser(prog="python -m harness.remake.carry", description=__doc__.splitlines()[0],
-                                     epilog="example: python -m harness.remake.carry --files harness/run/runner.py")
-    parser.add_argument("--files", nargs="+", default=None, metavar="FILE",
-                        help="carry only these files (paths relative to the checkout; default: every file a "
-                             "committed result executed that differs from --base other than cosmetically)")
-    parser.add_argument("--base", default="HEAD", metavar="REV",
-                        help="the commit whose versions the changes start from (default: HEAD)")
-    parser.add_argument("--root", default=None, metavar="DIR", help="the checkout (default: the one holding harness)")
-    parser.add_argument("--dry-run", action="store_true",
-                        help="run the canaries and say what would be carried, but write nothing")
-    args = parser.parse_args(argv)
-    try:
-        return cmd(Path(args.root).resolve() if args.root else ex.ROOT, args.files, args.base, not args.dry_run)
-    except (ConfigError, RunError) as err:
-        return report(err)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -137,15 +137,6 @@ def reproduce_evidence(claims: Sequence[str] = (), *, ledger: Path | str | None 
     return moved
 
 
-def cmd(args: Any) -> int:
-    """The entry ``harness/cli/reproduce.py`` calls today with its parsed options: :func:`reproduce_evidence` of
-    them, exit status 1 when a verdict moved. It goes once that handle calls :func:`reproduce_evidence` itself."""
-    moved = reproduce_evidence(args.claims, ledger=args.ledger, budget=args.budget, write=args.write, out=args.out,
-                               device=args.device, launcher=args.launcher, jobs=args.jobs, data_root=args.data_root,
-                               allow_dirty=args.allow_dirty, progress=not args.no_progress)
-    return 1 if moved else 0
-
-
 def _by_folder(found: list[Piece]) -> dict[Path, list[Path]]:
     """The result files to re-make by results folder (each once, in ledger order)."""
     by_folder: dict[Path, list[Path]] = {}

@@ -7,35 +7,54 @@ level, worse) or a rank order moved.
 """
 from __future__ import annotations
 
-import argparse
 import shutil
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
-
-from tabulate import tabulate
 
 from harness.errors import ConfigError
 from harness.report import reference_table as leaderboard
+from harness.report.formats import format_table
 from harness.store import executed as ex
 
 
-def cmd(args: argparse.Namespace) -> int:
-    """See the module's docstring."""
-    root = Path(args.reference)
+@dataclass(frozen=True)
+class ReferenceOptions:
+    """What ``harness reproduce --reference ROOT`` asks for: the sets' folder, a scratch folder (None: a new temporary
+    one), whether to write the re-made files back, a budget in seconds, and how the runs are run."""
+
+    reference: Path
+    out: Path | None = None
+    write: bool = False
+    budget: float | None = None
+    device: str = "auto"
+    launcher: str = "sequential"
+    jobs: int | None = None
+    data_root: str | None = None
+    allow_dirty: bool = False
+    progress: bool = True
+
+
+def reproduce_reference(opts: ReferenceOptions) -> int:
+    """See the module's docstring; 1 when a set's strongest loss, a reading or the rank order moved, else 0.
+
+        reproduce_reference(ReferenceOptions(Path("results/reference"), launcher="local", jobs=2))
+    """
+    root = Path(opts.reference)
     dirty = ex.uncommitted_files(ex.ROOT)
-    if dirty and not args.allow_dirty:
+    if dirty and not opts.allow_dirty:
         raise ConfigError(f"the checkout has uncommitted changes ({', '.join(dirty[:5])}): reproduce re-makes "
                           "evidence from a commit; commit or stash them first")
     boards = leaderboard.load_boards(root)
     if not boards:
         raise ConfigError(f"{root} holds no set of the reference table (a folder with {leaderboard.MANIFEST})")
-    scratch = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="swamp-bench-reference-"))
+    scratch = Path(opts.out) if opts.out else Path(tempfile.mkdtemp(prefix="swamp-bench-reference-"))
     started = time.perf_counter()
-    remake(boards, args, root, scratch, started)
+    remake(boards, opts, root, scratch, started)
     again = {b.name: b for b in leaderboard.load_boards(scratch)}
     rows, moved = compared(boards, again)
-    print(tabulate(rows, ["set", "method", "committed mean", "re-made mean", ""], disable_numparse=True))
+    print(format_table(["set", "method", "committed mean", "re-made mean", ""], rows, [], "simple"))
     old_ranks = leaderboard.ranks([b for b in boards if b.primary]).get("mean_ranks", {})
     new_ranks = leaderboard.ranks([b for b in again.values() if b.primary]).get("mean_ranks", {})
     order = [sorted(r, key=lambda k: r[k]) for r in (old_ranks, new_ranks)]
@@ -43,12 +62,12 @@ def cmd(args: argparse.Namespace) -> int:
     cells = sum(len(again[b.name].cells) for b in boards if b.name in again)
     print(f"\n{cells} cell(s) re-made in {(time.perf_counter() - started) / 60:.1f} min; rank order "
           f"{'unchanged' if order[0] == order[1] else 'moved: ' + ' > '.join(order[1])}")
-    if args.write:
+    if opts.write:
         write_back(boards, root, scratch)
     return 1 if moved else 0
 
 
-def remake(boards: list[leaderboard.Board], args: argparse.Namespace, root: Path, scratch: Path,
+def remake(boards: list[leaderboard.Board], opts: ReferenceOptions, root: Path, scratch: Path,
            started: float) -> None:
     """Every cell's tuned runs again into the set's folder under ``scratch`` (with the set's manifest), each with the
     study its result files record; a cell past ``--budget`` seconds since ``started`` is left out and named."""
@@ -59,15 +78,15 @@ def remake(boards: list[leaderboard.Board], args: argparse.Namespace, root: Path
         shutil.copy2(b.folder / leaderboard.MANIFEST, scratch / b.name / leaderboard.MANIFEST)
         for cell in b.cells.values():
             files = sorted(Path(r["_path"]) for r in cell.results)
-            if args.budget is not None and time.perf_counter() - started > args.budget:
+            if opts.budget is not None and time.perf_counter() - started > opts.budget:
                 print(f"  left out: {b.name} {cell.method}@tuned: over --budget")
                 continue
-            base = grid.Grid(out=scratch / b.name, device=args.device, launcher=args.launcher, jobs=args.jobs,
-                             progress=not args.no_progress, force=True, data_root=args.data_root,
+            base = grid.Grid(out=scratch / b.name, device=opts.device, launcher=opts.launcher, jobs=opts.jobs,
+                             progress=opts.progress, force=True, data_root=opts.data_root,
                              command=("reproduce", "--reference", str(root)))
-            opts = grid.options(base)
-            opts.tuning = cell.results[0]["tuning"]  # the study that chose the settings, as committed
-            outcome = grid.rerun(grid.result_records([str(f) for f in files]), base, opts)
+            run_opts = grid.options(base)
+            run_opts.tuning = cell.results[0]["tuning"]  # the study that chose the settings, as committed
+            outcome = grid.rerun(grid.result_records([str(f) for f in files]), base, run_opts)
             if outcome.failed is not None:
                 raise outcome.failed
 

@@ -3,7 +3,7 @@
 A committed result records the SHA-256 and git object name of every file its run executed
 (:mod:`harness.store.executed`); any change of such a file other than a cosmetic one stales the result
 (:mod:`harness.report.freshness`). A *carry* is the proof that one such change moved nothing:
-``python -m harness.remake.carry`` (:mod:`harness.remake.carry`) runs the canaries that cover the file, and an
+``python -m harness carry`` (:mod:`harness.remake.carry`) runs the canaries that cover the file, and an
 end-to-end run of the runner, with the code before and after the change, and records the change here only when every
 number of both is bit-identical.
 
@@ -36,7 +36,7 @@ from harness.errors import ConfigError
 RECORD = Path("claims") / "carried.yaml"  # relative to the checkout
 END_TO_END_CANARY = "end-to-end"  # the name, among a carry's canaries, of the end-to-end run
 HEADER = ("# Changes of executed code that every canary covering them showed to leave every number bit-identical\n"
-          "# (python -m harness.remake.carry; docs/claims.md, 'Evidence and code'). Written by that command: do not\n"
+          "# (python -m harness carry; docs/claims.md, 'Evidence and code'). Written by that command: do not\n"
           "# edit it by hand.\n")
 
 
@@ -70,7 +70,7 @@ class Carry:
 def _version(item: Any, where: str) -> Version:
     if not isinstance(item, dict) or not all(isinstance(item.get(k), str) and item[k] for k in ("sha256", "blob")):
         raise ConfigError(f"{where}: must be a mapping with sha256: and blob: (the file's SHA-256 and git object "
-                          "name); re-make the entry with python -m harness.remake.carry")
+                          "name); re-make the entry with python -m harness carry")
     return Version(item["sha256"], item["blob"])
 
 
@@ -84,7 +84,7 @@ def load(path: Path) -> list[Carry]:
     except yaml.YAMLError as err:
         raise ConfigError(f"{path}: not valid YAML ({err}); restore it from git") from None
     if not isinstance(data, list):
-        raise ConfigError(f"{path}: must be a list of carries (python -m harness.remake.carry writes it)")
+        raise ConfigError(f"{path}: must be a list of carries (python -m harness carry writes it)")
     out = []
     for i, item in enumerate(data):
         where = f"{path} entry {i + 1}"

@@ -14,7 +14,7 @@ SHA-256 of its bytes and the git object name of that version. Against a checkout
 
 A file whose code differs is *carried* instead of stale where ``claims/carried.yaml`` holds a chain of carries from
 the version that ran to the checkout's (:mod:`harness.report.carried`): changes that the canaries covering the file
-and an end-to-end run showed to leave every number bit-identical (``python -m harness.remake.carry``). A result whose
+and an end-to-end run showed to leave every number bit-identical (``python -m harness carry``). A result whose
 changed files are all carried keeps the state it would have without them (fresh, or dirty) and says so in its
 label: ``carried (by canaries ...)``; :attr:`Freshness.carried` names the files and the canaries.
 

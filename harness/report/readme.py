@@ -15,7 +15,6 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from harness.errors import ConfigError
 from harness.report import claims
@@ -115,9 +114,3 @@ def main(options: Options) -> int:
     changed = refresh(path, root)
     print(f"rewrote {', '.join(changed)} in {path}" if changed else f"{path}: every generated section was current")
     return 0
-
-
-def cmd(args: Any) -> int:
-    """``harness readme [README] [--check]`` from the parsed options (``readme``, ``check``), kept while
-    ``harness.cli.readme`` moves to :func:`main`."""
-    return main(Options(Path(args.readme), bool(args.check)))

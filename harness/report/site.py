@@ -400,11 +400,3 @@ def write_site(options: SiteOptions) -> tuple[list[Path], int]:
     print(f"{len(written) - 1} result sets, {len(written)} pages, {n_fig} figures in {options.out} "
           f"({time.perf_counter() - start:.1f} s); open {written[0]}")
     return written, n_fig
-
-
-def cmd(args: Any) -> int:
-    """``python -m harness report``'s options (a namespace of ``harness/cli/report.py``) as :class:`SiteOptions`, then
-    :func:`write_site`: kept until that command converts them itself."""
-    write_site(SiteOptions(tuple(Path(f) for f in args.folders), Path(args.out), args.format,
-                           figures=not args.no_figures, progress=not args.no_progress))
-    return 0

@@ -22,6 +22,7 @@ from harness.config import spec as specs
 from harness.config.plan import Run
 from harness.data.paired import PairedData
 from harness.errors import ConfigError, RunError
+from harness.report.formats import format_table
 from harness.run import grid, preflight, runner
 from harness.tune import record as study_record
 from harness.tune import space, workers
@@ -134,7 +135,6 @@ def summarize(s: studies.Study, opts: TuneOptions | None = None) -> dict[str, An
 
 def study_table(records: dict[str, dict[str, Any]], found: list[studies.Study]) -> str:
     """One row per method: trials by state, the task's own settings' value, the best value and settings."""
-    from tabulate import tabulate
 
     rows = []
     for s in found:
@@ -150,7 +150,7 @@ def study_table(records: dict[str, dict[str, Any]], found: list[studies.Study]) 
         "the validation split"
     head = ["method", "trials", f"val {metric}: task's settings", f"val {metric}: best", "best settings",
             "trial minutes"]
-    table: str = tabulate(rows, head)
+    table = format_table(head, rows, [], "simple", numbers=True)
     return (f"studies: {found[0].trials} trials per method on {objective} (seed {found[0].seed}), "
             f"stored in {stored.shown_storage(found[0].storage)}\n" + table)
 

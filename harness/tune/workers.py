@@ -20,6 +20,7 @@ from tqdm.auto import tqdm
 from harness.config.plan import Run
 from harness.errors import ConfigError, RunError
 from harness.run import grid
+from harness.run.error_lines import error_line
 from harness.tune import storage as stored
 from harness.tune import study as studies
 from harness.tune.options import TuneOptions
@@ -101,7 +102,8 @@ def _local(opts: TuneOptions, found: list[studies.Study], opened: list[Any], job
     failed = [(i, p.returncode) for i, p in enumerate(procs) if p.returncode != 0]
     if failed:
         i, code = failed[0]
-        raise RunError(f"tuning worker {i} exited with status {code}: {_last_line(logs / f'worker{i}.log')} "
+        said = error_line((logs / f"worker{i}.log").read_text(errors="replace"))
+        raise RunError(f"tuning worker {i} exited with status {code}: {said} "
                        f"(its log: {logs / f'worker{i}.log'})")
 
 
@@ -124,8 +126,8 @@ def _slurm(opts: TuneOptions, found: list[studies.Study], opened: list[Any], job
     for job in submitted:
         try:
             job.result()
-        except Exception as err:  # noqa: BLE001 - submitit re-raises the job's failure as its own exception types
-            problems.append(f"job {job.job_id}: {str(err).strip().splitlines()[-1] if str(err).strip() else err}")
+        except Exception as err:  # submitit re-raises the job's failure as its own exception types
+            problems.append(f"job {job.job_id}: {error_line(str(err), default=type(err).__name__)}")
     if problems:
         raise RunError(f"a SLURM tuning job failed: {problems[0]}")
 
@@ -143,8 +145,3 @@ def _follow(found: list[studies.Study], opened: list[Any], done: Any, quiet: boo
             bar.refresh()
         bar.n = counted()
         bar.refresh()
-
-
-def _last_line(path: Path) -> str:
-    lines = [ln for ln in path.read_text(errors="replace").splitlines() if ln.strip()]
-    return next((ln for ln in reversed(lines) if ln.startswith("error:")), lines[-1] if lines else "")

@@ -24,11 +24,11 @@ from harness.report.claims.ledger import (
     load_evidence,
     refuses,
 )
-from harness.report.claims.rendering import Options, cmd, main, render, summary
+from harness.report.claims.rendering import Options, main, render, summary
 
 __all__ = [
     "DEFAULT_LEDGER", "DIRECTION", "NOT_MEASURED", "NOT_REPRODUCED", "REPRODUCED", "RULES", "TUNED_VERDICTS",
-    "UNINFORMATIVE", "VERDICTS", "Line", "Loader", "Options", "Tuned", "check", "cmd", "difference_verdict",
+    "UNINFORMATIVE", "VERDICTS", "Line", "Loader", "Options", "Tuned", "check", "difference_verdict",
     "evidence_runs", "flag_text", "flags", "judge", "load", "load_evidence", "main", "refuses", "render", "run_names",
     "summary",
 ]

@@ -5,13 +5,11 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-from tabulate import tabulate
 
 from harness.report import freshness as fr
 from harness.report.claims.judging import check, judge
 from harness.report.claims.ledger import DEFAULT_LEDGER, NOT_MEASURED, TUNED_VERDICTS, VERDICTS, Line
+from harness.report.formats import format_table
 
 
 def render(lines: list[Line], fmt: str = "simple", link_prefix: str = "") -> str:
@@ -32,7 +30,7 @@ def render(lines: list[Line], fmt: str = "simple", link_prefix: str = "") -> str
         rows.append([line.claim, line.paper, ours, line.shown_verdict(), tuned, line.hardware or "–", evidence, state])
     header = ["claim", "paper", "ours (95% CI or range)", "verdict (as published)",
               "under equal tuning: the comparison the claim makes", "hardware", "evidence", "evidence is"]
-    table: str = tabulate(rows, header, tablefmt="github" if fmt == "md" else fmt, disable_numparse=True)
+    table = format_table(header, rows, [], fmt)
     return table
 
 
@@ -107,10 +105,3 @@ def _explain(line: Line) -> None:
         if line.tuned.flags:
             print(f"    its tuned runs: {line.tuned.flags}"
                   + (f" [reason stated: {line.tuned.flagged_ok}]" if line.tuned.flagged_ok else ""))
-
-
-def cmd(args: Any) -> int:
-    """``harness claims`` from the command line's parsed options (``ledger``, ``root``, ``check``, ``format``), kept
-    while ``harness.cli.claims`` moves to :func:`main`."""
-    return main(Options(Path(args.ledger) if args.ledger else None, Path(args.root) if args.root else None,
-                        bool(args.check), str(args.format)))

@@ -5,11 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from tabulate import tabulate
-
 from harness.errors import ConfigError
 from harness.report import accuracy, stats
 from harness.report import rows as rowmodel
+from harness.report.formats import format_table
 from harness.report.reference_table import budgets, marks, verdicts
 from harness.report.reference_table.boards import Board, equal_budget, undeclared
 
@@ -260,7 +259,7 @@ def render(boards: list[Board], found: dict[str, Any], compared: dict[str, Any],
     if not primary:
         return "\n".join(lines + ["No set with tuned results yet."]) + "\n"
     head, rows = table_rows(primary, found)
-    lines += [tabulate(rows, head, tablefmt="github", disable_numparse=True), "", CAPTION]
+    lines += [format_table(head, rows, [], "md"), "", CAPTION]
     if any(r.get("collapse") for b in primary for c in b.cells.values() for r in c.results):
         lines += ["", accuracy.collapse_note("a cell's n tuned runs", "the cell")]
     lines += ["", "## Budget and convergence of each set", ""]
@@ -287,7 +286,7 @@ def render(boards: list[Board], found: dict[str, Any], compared: dict[str, Any],
     if "cd" in figures:
         lines += ["", f"![critical-difference diagram]({figures['cd']})"]
     head, rows = cost_rows(primary)
-    lines += ["", "## Cost", "", tabulate(rows, head, tablefmt="github", disable_numparse=True), "",
+    lines += ["", "## Cost", "", format_table(head, rows, [], "md"), "",
               "trial-min: the summed minutes of the study's trials; step ms: the tuned runs' median training step "
               "(median over seeds). [contended j/n]: j of the n tuned runs trained while other work kept the machine "
               "busy; compare costs within one set."]
