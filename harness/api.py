@@ -27,6 +27,8 @@ A method in ~30 lines, using nothing else (docs/methods.md has it in full)::
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 # --- parameters: every plugin declares a frozen dataclass ``Params``; a field's range is declared beside it with
 # bounded(default, ge=..., gt=...), and an optional ``check(where)`` calls require for what spans several fields;
 # bounded(..., tune=search(low, high, log=...)) declares where ``harness tune`` searches it (choose, layer_sizes)
@@ -127,6 +129,69 @@ from harness.run.train import make_optimizer, make_step
 from harness.store.io import write_json_atomic
 from harness.store.provenance import MiB, environment
 
+# --- the library behind the command line (docs/architecture.md, "The library"): each subcommand's work as a function
+# of typed options, for scripts and notebooks; imported on first use, so that a plugin's import stays light
+_LIBRARY = {
+    "Grid": ("harness.run.jobs", "Grid"), "Selection": ("harness.run.commands", "Selection"),
+    "plan_runs": ("harness.run.commands", "plan_runs"), "run_planned": ("harness.run.commands", "run_planned"),
+    "run_task": ("harness.run.commands", "run_task"), "rerun_files": ("harness.run.commands", "rerun_files"),
+    "list_tasks": ("harness.config.catalog", "tasks"), "list_components": ("harness.config.catalog", "components"),
+    "folder_tables": ("harness.report.folders", "tables"),
+    "compare_folders": ("harness.report.compare", "compare_folders"),
+    "plot_sweep": ("harness.report.plot", "plot_sweep"), "grid_status": ("harness.report.status", "status"),
+    "evaluate_ensemble": ("harness.analysis.ensemble", "evaluate_ensemble"),
+    "reproduce_evidence": ("harness.remake.evidence", "reproduce_evidence"),
+    "TuneOptions": ("harness.tune.options", "TuneOptions"), "tune_methods": ("harness.tune.command", "tune"),
+    "SetOptions": ("harness.tune.options", "SetOptions"), "make_sets": ("harness.tune.reference_sets", "make_sets"),
+    "TableOptions": ("harness.report.reference_table", "Options"),
+    "reference_table": ("harness.report.reference_table", "table"),
+    "ClaimsOptions": ("harness.report.claims", "Options"), "judge_claims": ("harness.report.claims", "main"),
+    "ReadmeOptions": ("harness.report.readme", "Options"), "write_readme": ("harness.report.readme", "main"),
+    "SiteOptions": ("harness.report.site", "SiteOptions"), "write_site": ("harness.report.site", "write_site"),
+    "ClusterOptions": ("harness.analysis.clusters", "ClusterOptions"),
+    "report_clusters": ("harness.analysis.clusters", "report_clusters"),
+    "ReferenceOptions": ("harness.remake.reference", "ReferenceOptions"),
+    "reproduce_reference": ("harness.remake.reference", "reproduce_reference"),
+    "carry_changes": ("harness.remake.carry", "carry"),
+}
+
+
+if TYPE_CHECKING:  # the same names for type checkers and linters; at run time __getattr__ imports them
+    from harness.analysis.clusters import ClusterOptions, report_clusters
+    from harness.analysis.ensemble import evaluate_ensemble
+    from harness.config.catalog import components as list_components
+    from harness.config.catalog import tasks as list_tasks
+    from harness.remake.carry import carry as carry_changes
+    from harness.remake.evidence import reproduce_evidence
+    from harness.remake.reference import ReferenceOptions, reproduce_reference
+    from harness.report.claims import Options as ClaimsOptions
+    from harness.report.claims import main as judge_claims
+    from harness.report.compare import compare_folders
+    from harness.report.folders import tables as folder_tables
+    from harness.report.plot import plot_sweep
+    from harness.report.readme import Options as ReadmeOptions
+    from harness.report.readme import main as write_readme
+    from harness.report.reference_table import Options as TableOptions
+    from harness.report.reference_table import table as reference_table
+    from harness.report.site import SiteOptions, write_site
+    from harness.report.status import status as grid_status
+    from harness.run.commands import Selection, plan_runs, rerun_files, run_planned, run_task
+    from harness.run.jobs import Grid
+    from harness.tune.command import tune as tune_methods
+    from harness.tune.options import SetOptions, TuneOptions
+    from harness.tune.reference_sets import make_sets
+
+
+def __getattr__(name: str) -> Any:
+    """A name of the library (:data:`_LIBRARY`), imported when first asked for."""
+    if name not in _LIBRARY:
+        raise AttributeError(f"module 'harness.api' has no attribute {name!r}")
+    import importlib
+
+    module, attribute = _LIBRARY[name]
+    return getattr(importlib.import_module(module), attribute)
+
+
 __all__ = [
     "ConfigError", "DataError", "NotApplicable", "RunError", "did_you_mean", "unknown",
     "ENCODERS", "METHODS", "SOURCES", "STATE_FORMATS", "Registry",
@@ -152,4 +217,10 @@ __all__ = [
     "MetricSpec", "TestSpec", "HNSWSearch", "IVFFlatSearch", "query_ranks", "Relevance", "StreamRanker",
     "stream_blocks", "DEFAULT_BLOCKS", "BlockClock", "make_folds", "stream_folds", "CpuPeakRSS", "Profiler",
     "run_search",
+    # the library behind the command line
+    "Grid", "Selection", "plan_runs", "run_planned", "run_task", "rerun_files", "list_tasks", "list_components",
+    "folder_tables", "compare_folders", "plot_sweep", "grid_status", "evaluate_ensemble", "reproduce_evidence",
+    "TuneOptions", "tune_methods", "SetOptions", "make_sets", "TableOptions", "reference_table", "ClaimsOptions",
+    "judge_claims", "ReadmeOptions", "write_readme", "SiteOptions", "write_site", "ClusterOptions", "report_clusters",
+    "ReferenceOptions", "reproduce_reference", "carry_changes",
 ]

@@ -176,31 +176,3 @@ def check_runs(runs: Iterable[Any], data: PairedData, device: torch.device) -> N
             continue
         seen.add((id(run.spec), run.method))
         require_fits(run_needs(run.spec, run.method, data, device), device, f"{run.spec.path}: method {run.method!r}")
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m harness.run.memory TASK [METHOD ...]``: print the estimate of each method of TASK."""
-    import argparse
-
-    from harness.config.spec import load_task
-    from harness.run.runner import load_data
-
-    parser = argparse.ArgumentParser(prog="python -m harness.run.memory", description=main.__doc__)
-    parser.add_argument("task")
-    parser.add_argument("methods", nargs="*")
-    parser.add_argument("--device", default="cpu", help="cpu, or cuda to count the data moved to the device")
-    args = parser.parse_args(argv)
-    spec = load_task(args.task)
-    for need in data_needs(spec):
-        print(f"data     {need.bytes / 2**20:12.1f} MiB  {need.what}")
-    data = load_data(spec)
-    for name in args.methods or list(spec.methods):
-        needs = run_needs(spec, name, data, torch.device(args.device))
-        for need in needs:
-            print(f"{name:<8} {need.bytes / 2**20:12.1f} MiB  {need.what}")
-        print(f"{name:<8} {sum(n.bytes for n in needs) / 2**20:12.1f} MiB  total")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
