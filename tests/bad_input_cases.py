@@ -590,6 +590,9 @@ CASES: list[Case] = [
     Case("data", "qmul-missing", "qmul_sbir: the .mat files are not in the folder",
          lambda d: run(d, Path(TINY["base"]).parent / "qmul_shoes.yaml", "--data-root", str(d / "empty")),
          "qmul_sbir: 4 file(s) missing", "Set QMUL_SBIR"),
+    Case("data", "qmul-pretrained-missing", "qmul_sbir_pretrained: the .mat files are not in the folder",
+         lambda d: run(d, Path(TINY["base"]).parent / "qmul_shoes_pretrained.yaml", "--data-root", str(d / "empty")),
+         "qmul_sbir_pretrained: 4 file(s) missing", "Set QMUL_SBIR"),
     Case("data", "folders-method-items", "image_folder: a method that cannot read its training triplets (contrastive)",
          lambda d: on_folders(changes={"methods": {"contrastive": {"method": "contrastive"}}}, val_fraction=0.5)(d)
          + ["--methods", "contrastive"],
