@@ -82,7 +82,7 @@ def test_only_stats_runs_a_test_and_every_reader_asks_the_policy():
     tests = {"ttest_rel", "ttest_ind", "wilcoxon", "paired_seed_test", "welch_test", "paired_bootstrap"}
     found = _elsewhere("stats.py", lambda p: [f"{attr}:{line}" for _, attr, line in _calls(p) if attr in tests])
     assert found == [], f"readers ask the policy (stats.significance, stats.seed_significance): {found}"
-    for reader in ("accuracy.py", "compare.py", "claims.py", "leaderboard.py"):
+    for reader in ("accuracy.py", "compare.py", "claims/kinds.py", "reference_table/verdicts.py"):
         asked = {attr for _, attr, _ in _calls(ROOT / "harness" / "report" / reader)}
         assert asked & {"significance", "seed_significance", "choose_test"}, f"{reader} does not ask the policy"
 
@@ -216,7 +216,7 @@ def _imports(module: str, package: str = "report") -> set[str]:
 
 def test_the_readers_the_architecture_names_compute_from_the_model_and_plot_does_not():
     assert "the tables, the site, the ledger, compare, folders and reproduce compute from it" in ARCHITECTURE
-    for reader in ("accuracy", "timing", "files", "site", "claims", "compare", "folders"):
+    for reader in ("accuracy", "timing", "files", "site", "claims/kinds", "compare", "folders"):
         assert "model" in _imports(reader), f"{reader}.py does not compute from model.py"
     assert "model" in _imports("evidence", "remake"), "harness reproduce (remake/evidence.py) does not compute from it"
     assert "not through model.py" in ARCHITECTURE and "model" not in _imports("plot")

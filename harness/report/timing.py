@@ -212,12 +212,37 @@ def timing_footnote(results: list[dict[str, Any]]) -> list[str]:
                      "are scored and ranked in turn, so score s is the time inside the scorer over all blocks (some "
                      "scored twice) and rank s the rest of that loop; rows without the mark formed the whole score "
                      "matrix first. See docs/measurement.md.")
-    lines += search_lines(results)
+    lines += search_lines(results) + extraction_lines(results)
     if not any(r["profile"].get("extrapolated") for r in results):
         return lines
     return lines + ["≈: extrapolated. The method's time_budget_s stopped the test scoring after the share of the score "
             "matrix given in the score cell; score time = measured time / share scored, test time = measured "
             "encoding + extrapolated scoring. Nothing was ranked, so such a run has no accuracy."]
+
+
+def extraction_lines(results: list[dict[str, Any]]) -> list[str]:
+    """One line for runs whose source extracted frozen features (``dataset.extraction``: a pretrained backbone's
+    features, computed once and cached): the extraction is a phase of its own, outside the columns above, so the
+    line gives its wall time and peak memory in the runs that computed the features and in those that read them
+    from the cache."""
+    found = [(r["dataset"]["extraction"]) for r in results if (r.get("dataset") or {}).get("extraction")]
+    if not found:
+        return []
+    made = [e for e in found if int(e.get("hits", 0)) < len(e.get("entries") or {})]
+    read = [e for e in found if e not in made]
+
+    def spread(group: list[dict[str, Any]]) -> str:
+        seconds = [float(e["seconds"]) for e in group]
+        peak = max(float(e.get("peak_rss_mib", 0.0)) for e in group)
+        low, high = f"{min(seconds):.1f}", f"{max(seconds):.1f}"
+        shown = low if low == high else f"{low}–{high}"
+        return f"{shown} s (peak {peak:,.0f} MiB)"
+
+    parts = ([f"{len(made)} run(s) computed the features: {spread(made)}"] if made else []) + \
+        ([f"{len(read)} read them from the cache: {spread(read)}"] if read else [])
+    return ["Feature extraction, a phase of its own outside the columns above (a frozen backbone's features, computed "
+            "once per data file, backbone, weights and preprocessing and kept in the feature cache): "
+            + "; ".join(parts) + "."]
 
 
 def search_lines(results: list[dict[str, Any]]) -> list[str]:
