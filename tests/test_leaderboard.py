@@ -201,7 +201,9 @@ def test_the_bayesian_comparison_is_seeded_and_points_the_right_way():
     two = lb.bayes(boards, samples=500, chains=2)
     assert one == two  # the sampler is seeded
     assert one["p_better"] > 0.9 and one["p_worse"] < 0.05  # SwAMP 4 points above on every set
-    assert one["rivals"] == {f"s{i}": "infonce" for i in range(4)}
+    assert one["pairs"] == {f"s{i}": ["swamp", "infonce"] for i in range(4)}
+    scaled = lb.bayes(boards, scale=lb.across.SCALED, samples=500, chains=2)  # pooled seed SDs: 4 points is ~8
+    assert scaled["scale"] == lb.across.SCALED and scaled["p_better"] > 0.9 and scaled["units"]["s0"] < 1.0
 
 
 # --- the task's block and the command ---------------------------------------------------------------------------
