@@ -288,6 +288,13 @@ def test_no_function_in_harness_is_longer_than_the_limit():
     assert found == {}, f"split these (at most {MAX_FUNCTION_LINES} lines each): {found}"
 
 
+def test_no_module_in_harness_is_longer_than_a_room():
+    """Rooms of one job: no module of harness/ over MAX_ROOM_LINES lines, with no list of exceptions."""
+    found = {path.relative_to(ROOT).as_posix(): n for path in sorted((ROOT / "harness").rglob("*.py"))
+             if (n := len(path.read_text().splitlines())) > MAX_ROOM_LINES}
+    assert found == {}, f"split these by job (at most {MAX_ROOM_LINES} lines each): {found}"
+
+
 # --- the command line converts once: the library takes typed options ------------------------------------------------
 
 def test_nothing_outside_the_command_line_imports_argparse_or_takes_a_namespace():
