@@ -48,7 +48,7 @@ from typing import Any, Iterable
 from harness.errors import ConfigError, RunError
 from harness.report import carried as ca
 from harness.store import executed as ex
-from harness.store import provenance
+from harness.store import provenance, siblings
 from harness.store.schema import load_results
 
 TREE_PARTS = ("harness", "baselines", "tests", "tasks", "pyproject.toml")  # what the canaries and a run need
@@ -236,7 +236,7 @@ def end_to_end(tree: Path) -> dict[str, dict[str, Any]]:
     runs = {}
     for result in load_results(work / "out"):
         ranks: dict[str, list[float]] = {}
-        path = Path(result["_path"]).with_suffix(".ranks.npz")
+        path = siblings.ranks_path(Path(result["_path"]))
         if path.is_file():
             with np.load(path) as saved:
                 ranks = {k: saved[k].astype(float).tolist() for k in sorted(saved.files)}

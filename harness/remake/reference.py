@@ -17,6 +17,7 @@ from harness.errors import ConfigError
 from harness.report import reference_table as leaderboard
 from harness.report.formats import format_table
 from harness.store import executed as ex
+from harness.store import siblings
 
 
 @dataclass(frozen=True)
@@ -123,7 +124,7 @@ def write_back(boards: list[leaderboard.Board], root: Path, scratch: Path) -> No
             for r in cell.results:
                 path = Path(r["_path"])
                 made = scratch / b.name / path.relative_to(b.folder)
-                for suffix in (".json", ".pt", ".ranks.npz"):
+                for suffix in siblings.SIBLINGS:
                     if made.with_suffix(suffix).exists():
                         shutil.copy2(made.with_suffix(suffix), path.with_suffix(suffix))
     leaderboard.write(root, f"python -m harness leaderboard --out {root}")

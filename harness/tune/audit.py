@@ -22,9 +22,9 @@ import optuna
 import torch
 from optuna.study import StudyDirection
 from optuna.trial import TrialState
-from tabulate import tabulate
 
 from harness.config.plan import Run
+from harness.report.formats import format_table
 from harness.run import runner
 from harness.store.schema import load_results
 from harness.tune import command
@@ -89,11 +89,10 @@ def table(found: dict[str, Any]) -> str:
     """
     rows = [[m, f["metric"], len(f["pruned"]), f["kept"], f"{f['best_kept']:.2f}",
              sum(r["beats_best_kept"] for r in f["pruned"]),
-             max((r["value_at_the_end"] for r in f["pruned"]), default=float("nan"))]
+             f"{max((r['value_at_the_end'] for r in f['pruned']), default=float('nan')):.2f}"]
             for m, f in found.items()]
-    text: str = tabulate(rows, ["method", "metric", "pruned", "kept", "best kept", "pruned that beat it",
-                                "best pruned at the end"], floatfmt=".2f")
-    return text
+    return format_table(["method", "metric", "pruned", "kept", "best kept", "pruned that beat it",
+                         "best pruned at the end"], rows, [], "simple")
 
 
 def write(found: dict[str, Any], path: Path, command: dict[str, Any]) -> None:
