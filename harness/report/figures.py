@@ -15,8 +15,9 @@ from harness.report.sets import Figure, ResultSet, data_settings, relative
 from harness.report.views import sort_key
 
 
-def _save(fig: Any, path: Path) -> None:
-    """SVG (no date, fixed ids) or PNG (no software stamp), so that an unchanged figure is an unchanged file."""
+def save_figure(fig: Any, path: Path, dpi: int = 80) -> None:
+    """SVG (no date, fixed ids) or PNG (``dpi``, no software stamp), so that an unchanged figure is an unchanged
+    file."""
     import matplotlib
 
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -24,7 +25,7 @@ def _save(fig: Any, path: Path) -> None:
         if path.suffix == ".svg":
             fig.savefig(path, metadata={"Date": None})
         else:
-            fig.savefig(path, dpi=80, metadata={"Software": None})
+            fig.savefig(path, dpi=dpi, metadata={"Software": None})
 
 
 def _by_epoch(runs: list[dict[str, Any]], key: str) -> tuple[list[int], list[float], list[float]]:
@@ -287,7 +288,7 @@ def draw_figures(rs: ResultSet, out: Path, ext: str, render: bool = True, home: 
             continue
         path = out / rs.slug / f"{name}.{ext}"
         if render:
-            _save(fig, path)
+            save_figure(fig, path)
         figures.append(Figure(path.relative_to(out).as_posix(), caption))
     for png in [] if rs.timing_only else sorted((rs.folder / "plots").glob("*.png")):  # harness plot: accuracy
         if ext == "svg" and render:  # the site is self-contained: copy the committed plots in

@@ -21,6 +21,7 @@ from typing import Any
 from harness.errors import ConfigError
 from harness.report.convergence import NOT_CONVERGED
 from harness.report.convergence import best_so_far as running_best
+from harness.report.figures import save_figure
 
 # a difference's reading (the paired test's, as the table states it) -> its colour; "uninformative": no test could
 # say (too few seeds, or every seed equal)
@@ -77,18 +78,6 @@ def _grouped(entries: Sequence[dict[str, Any]]) -> list[tuple[str, list[dict[str
     for e in entries:
         groups.setdefault(str(e["set"]), []).append(e)
     return list(groups.items())
-
-
-def _save(fig: Any, path: Path) -> None:
-    """PNG (100 dpi, no software stamp) or SVG (no date, fixed ids): an unchanged figure is an unchanged file."""
-    import matplotlib
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with matplotlib.rc_context({"svg.hashsalt": "swamp-bench"}):
-        if path.suffix == ".svg":
-            fig.savefig(path, metadata={"Date": None})
-        else:
-            fig.savefig(path, dpi=100, metadata={"Software": None})
 
 
 def _label(e: dict[str, Any]) -> str:
@@ -161,7 +150,7 @@ def forest(entries: list[dict[str, Any]], path: Path, title: str = "") -> bool:
     fig = forest_figure(entries, title)
     if fig is None:
         return False
-    _save(fig, path)
+    save_figure(fig, path, dpi=100)
     return True
 
 
@@ -227,5 +216,5 @@ def best_so_far(curves: dict[str, list[float | None]], path: Path, metric: str, 
     fig = best_so_far_figure(curves, metric, lower, not_converged, title, initial_budget)
     if fig is None:
         return False
-    _save(fig, path)
+    save_figure(fig, path, dpi=100)
     return True
