@@ -101,6 +101,15 @@ def test_a_record_names_the_data_files_the_run_read(made):
     assert set(data["files"]) == {f"{s}_{m}.npy" for s in ("train", "val", "test") for m in ("a", "b")}
 
 
+def test_a_record_leaves_out_the_modules_that_launch_runs(made):
+    """The grid's rooms launch runs and change no number: a run's record names none of them, so that a change to
+    how runs are launched leaves the evidence fresh."""
+    files = _record(made, "contrastive@train.epochs=1", task="own_features")["executed"]["files"]
+    launching = ("jobs", "dispatch", "sequential", "rerun", "commands", "hardware", "error_lines", "grid", "slurm")
+    assert not [f for f in files if f.startswith(tuple(f"harness/run/{m}" for m in launching))], sorted(files)
+    assert "harness/run/runner.py" in files and "harness/run/train.py" in files
+
+
 def test_every_left_out_module_exists():
     import importlib.util
 
