@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import difflib
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 
 class ConfigError(ValueError):
@@ -45,6 +46,15 @@ def unknown(kind: str, name: str, choices: Iterable[str], where: str = "") -> Co
     return ConfigError(
         f"unknown {kind} {name!r}{at}{did_you_mean(name, choices)}; valid: {', '.join(choices) or '(none)'}"
     )
+
+
+def check_keys(mapping: Iterable[Any], allowed: Sequence[str], where: str, what: str) -> None:
+    """ConfigError on the first key of ``mapping`` not in ``allowed``: '<where>.<key> is not a key of <what> (did you
+    mean ...?); keys: ...'."""
+    for key in mapping:
+        if key not in allowed:
+            raise ConfigError(f"{where}.{key} is not a key of {what}{did_you_mean(str(key), allowed)}; keys: "
+                              f"{', '.join(allowed)}")
 
 
 def one_line(err: BaseException) -> str:

@@ -34,7 +34,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from harness.errors import ConfigError, did_you_mean
+from harness.errors import ConfigError, check_keys, did_you_mean
 
 CONTRASTIVE, WITH_SWAMP, SWAMP, CANDIDATE, REFERENCE, FLOOR = (
     "contrastive", "with_swamp", "swamp", "candidate", "reference", "floor")
@@ -115,10 +115,7 @@ def parse_rows(raw: Any, where: str) -> dict[str, Row]:
             raise ConfigError(f"{where}: row names are words such as 'infonce+swamp' or 'my_loss', got {name!r}")
         if not isinstance(entry, Mapping):
             raise ConfigError(f"{at} must be a mapping such as {{method: {name}, role: candidate}}, got {entry!r}")
-        for key in entry:
-            if key not in ROW_KEYS:
-                raise ConfigError(f"{at}.{key} is not a key of a row{did_you_mean(str(key), ROW_KEYS)}; keys: "
-                                  f"{', '.join(ROW_KEYS)}")
+        check_keys(entry, ROW_KEYS, at, "a row")
         method, role = entry.get("method"), entry.get("role")
         if not isinstance(method, str) or not method:
             raise ConfigError(f"{at}.method must name one of the task's methods")

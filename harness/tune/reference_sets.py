@@ -35,7 +35,7 @@ from harness.config.plan import Run
 from harness.config.registry import METHODS
 from harness.config.spec import TaskSpec
 from harness.data.paired import PairedData
-from harness.errors import ConfigError, did_you_mean, unknown
+from harness.errors import ConfigError, check_keys, unknown
 from harness.report import reference_table
 from harness.report import rows as rowmodel
 from harness.report.rows import Row
@@ -85,10 +85,7 @@ def block_of(spec: TaskSpec) -> Block:
                           "(docs/reference-table.md)")
     if not isinstance(raw, Mapping):
         raise ConfigError(f"{where} must be a mapping with keys among {', '.join(BLOCK_KEYS)}")
-    for key in raw:
-        if key not in BLOCK_KEYS:
-            raise ConfigError(f"{where}.{key} is not a key of leaderboard{did_you_mean(str(key), BLOCK_KEYS)}; keys: "
-                              f"{', '.join(BLOCK_KEYS)}")
+    check_keys(raw, BLOCK_KEYS, where, "leaderboard")
     metric = raw.get("metric")
     if metric not in spec.metrics.names():
         raise unknown("leaderboard metric", str(metric), spec.metrics.names(), f"{where}.metric")

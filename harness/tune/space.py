@@ -27,7 +27,7 @@ from harness.config import params as P
 from harness.config.params import Space
 from harness.config.registry import ENCODERS, METHODS
 from harness.config.spec import TaskSpec, TrainSpec
-from harness.errors import ConfigError, did_you_mean
+from harness.errors import ConfigError, check_keys, did_you_mean
 
 BLOCK_KEYS = ("trials", "space")
 SPACE_KEYS = ("low", "high", "log", "choices", "width", "depth")
@@ -221,10 +221,7 @@ def tune_block(spec: TaskSpec) -> dict[str, Any]:
     block = spec.raw.get("tune") or {}
     if not isinstance(block, Mapping):
         raise ConfigError(f"{spec.path}: tune must be a mapping with keys among {', '.join(BLOCK_KEYS)}, got {block!r}")
-    for key in block:
-        if key not in BLOCK_KEYS:
-            raise ConfigError(f"{spec.path}: tune.{key} is not a key of tune{did_you_mean(str(key), BLOCK_KEYS)}; "
-                              f"keys: {', '.join(BLOCK_KEYS)}")
+    check_keys(block, BLOCK_KEYS, f"{spec.path}: tune", "tune")
     trials = block.get("trials")
     if trials is not None and (isinstance(trials, bool) or not isinstance(trials, int) or trials < 1):
         raise ConfigError(f"{spec.path}: tune.trials must be a positive integer, got {trials!r}")
@@ -248,10 +245,7 @@ def _apply(declared: Space | None, entry: Any, where: str) -> Space | None:
     if not isinstance(entry, Mapping):
         raise ConfigError(f"{where} must be on, off or a mapping with keys among {', '.join(SPACE_KEYS)}, "
                           f"got {entry!r}")
-    for key in entry:
-        if key not in SPACE_KEYS:
-            raise ConfigError(f"{where}.{key} is not a key of a search{did_you_mean(str(key), SPACE_KEYS)}; keys: "
-                              f"{', '.join(SPACE_KEYS)}")
+    check_keys(entry, SPACE_KEYS, where, "a search")
     base = declared or Space(layers="width" in entry)
     changes: dict[str, Any] = {"on": True}
     if "choices" in entry:
