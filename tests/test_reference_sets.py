@@ -23,7 +23,7 @@ from harness.errors import ConfigError
 from harness.report import convergence
 from harness.run import runner
 from harness.store.schema import load_results, read_result
-from harness.tune import budget, folds
+from harness.tune import bounds, budget, folds
 from harness.tune import storage as stored
 from harness.tune import study as studies
 from harness.tune.reference_sets import cost
@@ -95,6 +95,30 @@ def test_the_k_fold_objective_reads_no_test_item_and_is_the_mean_over_the_folds(
     view = studies.views_of(s, data)
     assert len(view) == 3 and all("test" not in v.splits for v in view)
     assert sum(len(v["val"].a) for v in view) == len(data["train"].a)  # every training item validates once
+
+
+def _swamp_study(tmp_path: Path, high: int, k: int) -> studies.Study:
+    body = {**TINY, "methods": {**TINY["methods"], "swamp": {**TINY["methods"]["swamp"], "queue": 256}},
+            "tune": {"space": {"swamp.K": {"low": 8, "high": high}}}}
+    path = write_task(tmp_path, body, f"tiny_{high}_{k}.yaml")
+    return studies.Study(task=str(path), method="swamp", overrides=(), added=(), epochs=1, seed=0, trials=1,
+                         seconds=None, folder=tmp_path / "_tune", storage=stored.default_storage(tmp_path / "_tune"),
+                         folds=k)
+
+
+def test_a_range_that_reaches_past_what_a_fold_trains_on_is_refused_before_any_trial(tmp_path):
+    """240 training pairs; on 3 folds a trial trains on 160. K up to 200 fits the task's own runs and not a fold:
+    refused with folds, naming the setting, the end, the fold's pairs and the value that fits; up to 150 fits both."""
+    wide = _swamp_study(tmp_path, 200, 3)
+    data = runner.load_data(wide.spec())
+    with pytest.raises(ConfigError) as err:
+        bounds.check([wide], data)
+    text = str(err.value)
+    assert "tune.space swamp.K (high end 200 on fold 0's training part (--folds 3), 160 training pairs)" in text
+    assert "set K below 160" in text and "count against its row's budget" in text
+    bounds.check([_swamp_study(tmp_path, 200, 0)], data)  # no folds: the 240 pairs of the training split hold it
+    bounds.check([_swamp_study(tmp_path, 150, 3)], data)
+    assert not list((tmp_path / "_tune").glob("*.row"))  # nothing ran
 
 
 # --- the budget: convergence and the equal extension ----------------------------------------------------------

@@ -41,7 +41,7 @@ from harness.report import rows as rowmodel
 from harness.report.rows import Row
 from harness.run import preflight, runner
 from harness.store import provenance
-from harness.tune import budget, command, folds
+from harness.tune import bounds, budget, command, folds
 from harness.tune import study as tune_study
 from harness.tune.options import DEFAULT_FOLDS, DEFAULT_TRIALS, SMALL_VALIDATION, SetOptions, TuneOptions
 from harness.tune.trial import without_test
@@ -225,6 +225,7 @@ def make_set(opts: SetOptions, task: str) -> Path:
     found = manifest(opts, task, spec, name, metric, block, rows, skipped, trials)
     _check_folder(folder, found)
     found_studies = command.setup(tune)  # every search space checked before anything is written
+    bounds.check(found_studies, data)  # and its ranges' ends against the data each trial trains on
     seed = found_studies[0].seed
     fold_record = folds.record(folds.make_folds(without_test(data)["train"], k, seed), seed) if k else None
     reference_table.write_manifest(folder, {**found, "folds": fold_record})
