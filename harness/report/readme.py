@@ -43,7 +43,7 @@ def reference_section(root: Path) -> str:
     prefix = f"{REFERENCE.as_posix()}/"
     if not boards:
         return f"No set of the reference table has tuned results yet ([{prefix}]({prefix}))."
-    primary = [b for b in boards if b.primary]
+    primary = [b for b in boards if b.column]
     compared = rt_record.kept_bayes(folder, primary)
     found = rt.ranks(primary)
     out = [f"Sets measured so far: {len(primary)} ({', '.join(b.label for b in primary)}); the table, every "

@@ -47,18 +47,20 @@ from harness.tune.options import DEFAULT_FOLDS, DEFAULT_TRIALS, SMALL_VALIDATION
 from harness.tune.trial import without_test
 
 MANIFEST = reference_table.MANIFEST  # leaderboard.json
-BLOCK_KEYS = ("metric", "trials", "rows", "methods", "folds")
+BLOCK_KEYS = ("metric", "trials", "rows", "methods", "folds", "appendix")
 
 
 @dataclass(frozen=True)
 class Block:
-    """A task's ``leaderboard:`` block: the primary metric, the trials per row, the rows by name, and the folds of
-    the training split to choose by where the validation split is small (None: :data:`DEFAULT_FOLDS`)."""
+    """A task's ``leaderboard:`` block: the primary metric, the trials per row, the rows by name, the folds of
+    the training split to choose by where the validation split is small (None: :data:`DEFAULT_FOLDS`), and, for a
+    set kept outside the table's columns, why (``appendix``: the page lists it in its appendix)."""
 
     metric: str
     trials: int
     rows: dict[str, Row]
     folds: int | None = None
+    appendix: str | None = None
 
 
 def _positive(raw: Mapping[str, Any], key: str, where: str, least: int = 1) -> int | None:
@@ -90,7 +92,12 @@ def block_of(spec: TaskSpec) -> Block:
     if metric not in spec.metrics.names():
         raise unknown("leaderboard metric", str(metric), spec.metrics.names(), f"{where}.metric")
     trials = _positive(raw, "trials", where) or DEFAULT_TRIALS
-    return Block(str(metric), trials, _rows_of(spec, raw, where), _positive(raw, "folds", where, least=3))
+    appendix = raw.get("appendix")
+    if appendix is not None and (not isinstance(appendix, str) or not appendix.strip()):
+        raise ConfigError(f"{where}.appendix: give in words why the task's sets stand outside the table's columns "
+                          f"(e.g. appendix: the from-scratch regime), got {appendix!r}")
+    return Block(str(metric), trials, _rows_of(spec, raw, where), _positive(raw, "folds", where, least=3),
+                 appendix.strip() if appendix else None)
 
 
 def _rows_of(spec: TaskSpec, raw: Mapping[str, Any], where: str) -> dict[str, Row]:
@@ -171,7 +178,8 @@ def manifest(opts: SetOptions, task: str, spec: TaskSpec, name: str, metric: str
     return {"task": task, "task_name": spec.name, "label": name, "metric": metric,
             "primary": metric == block.metric, "rows": {n: r.record() for n, r in rows.items()},
             "skipped": skipped, "trials": trials, "seeds": t.seeds, "prune": t.prune, "data_root": t.data_root,
-            "threads": t.threads, "command": " ".join(provenance.command())}
+            "threads": t.threads, "command": " ".join(provenance.command()),
+            **({"appendix": block.appendix} if block.appendix else {})}
 
 
 def _check_folder(folder: Path, found: dict[str, Any]) -> None:

@@ -78,7 +78,20 @@ class Board:
 
     @property
     def primary(self) -> bool:
+        """Whether the set measures its task's primary metric (a second metric's set answers a claim only)."""
         return bool(self.manifest.get("primary", True))
+
+    @property
+    def appendix(self) -> str | None:
+        """Why the set stands outside the table's columns (its task's ``leaderboard: appendix:``), or None."""
+        why = self.manifest.get("appendix")
+        return str(why) if why else None
+
+    @property
+    def column(self) -> bool:
+        """Whether the set is a column of the table, its ranks and its Bayesian comparisons: a primary metric's
+        set not kept for the appendix."""
+        return self.primary and self.appendix is None
 
     @property
     def lower(self) -> bool:

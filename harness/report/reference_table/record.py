@@ -4,7 +4,7 @@ of every comparison and each set's best-so-far figure; and the entry point ``har
 
 ``reference.json``::
 
-    {"sets": {SET: {"task", "metric", "lower", "primary", "hardware", "saturated", "floor",
+    {"sets": {SET: {"task", "metric", "lower", "primary", "appendix"?, "hardware", "saturated", "floor",
                     "rows": {ROW: {"method", "role", "base", "label"}},
                     "cells": {ROW: {"method", "values": {seed: v}, "mean", "std", "ci": [lo, hi], "bold", "val_best",
                                     "val_at_best": {seed: v}, "failed_seeds": [k], "below_floor", "trials", "pruner",
@@ -69,6 +69,7 @@ def set_json(b: Board) -> dict[str, Any]:
         ([found[verdicts.BEST]] if found[verdicts.BEST] else []) + found[verdicts.CANDIDATE]
     alone = found[verdicts.ALONE]
     return {"task": b.manifest.get("task"), "metric": b.metric, "lower": b.lower, "primary": b.primary,
+            **({"appendix": b.appendix} if b.appendix else {}),
             "hardware": b.hardware, "saturated": marks.saturated(b), "floor": marks.floor_value(b),
             "rows": {n: r.record() | {"label": r.shown} for n, r in b.rows.items()},
             "cells": {n: _cell_json(b, n, n in bolds, readings.get(n)) for n in b.cells},
@@ -82,7 +83,7 @@ def set_json(b: Board) -> dict[str, Any]:
 
 def forest_entries(sets: dict[str, Any], boards: list[Board]) -> list[dict[str, Any]]:
     """Every comparison of every set, as the forest plot takes them."""
-    labels = {b.name: b.label for b in boards}
+    labels = {b.name: b.label + (" (appendix)" if b.appendix else "") for b in boards}
     out = []
     for name, s in sets.items():
         for c in s["comparisons"]:
@@ -167,7 +168,7 @@ def write(root: Path, command: str, with_bayes: bool = True) -> str:
     there; return the page. Without ``with_bayes`` the Bayesian comparisons recorded before are kept."""
     root = Path(root)
     boards = load_boards(root)
-    primary = [b for b in boards if b.primary and b.cells]
+    primary = [b for b in boards if b.column and b.cells]
     found = across.ranks(primary)
     compared = across.bayes_all(primary) if with_bayes else kept_bayes(root, primary)
     record = summary(boards, found, compared)
