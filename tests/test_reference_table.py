@@ -124,6 +124,10 @@ def test_a_saturated_set_is_uninformative_not_a_verdict_from_a_tie():
     assert not marks.saturated(board([cell("infonce", [1.0, 2.0], 100.0), cell("swamp", [1.0, 2.0], 99.9)]))
     ranks = board([cell("infonce", [3, 3, 4], 1.0), cell("swamp", [2, 3, 3], 1.0)], metric="a2b/MedR")
     assert marks.saturated(ranks)  # a rank's ceiling is 1
+    summed = board([cell("infonce", [150.0, 160.0], 100.0), cell("swamp", [140.0, 150.0], 100.0)], metric="rsum")
+    assert not marks.saturated(summed)  # 100 is no ceiling of a sum of recalls
+    assert (marks.ceiling("a2b/R@1"), marks.ceiling("5folds/i2t/class_mAP"), marks.ceiling("t2v/MeanR"),
+            marks.ceiling("rsum")) == (100.0, 100.0, 1.0, None)
 
 
 def test_the_committed_synthetic_class_set_is_read_as_uninformative():

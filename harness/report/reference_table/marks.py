@@ -16,6 +16,7 @@ import math
 import statistics
 from typing import Any
 
+from harness.config import metrics
 from harness.report import rows as rowmodel
 
 MADS = 3.0  # scaled MADs below the other seeds' median
@@ -66,15 +67,22 @@ def below_floor(board: Any) -> list[str]:
             if board.role(n) != rowmodel.FLOOR and board.better(floor, c.summary.mean)]
 
 
-def ceiling(metric_lower: bool) -> float:
-    """The best value a metric can take: 1 for a rank, 100 for a recall or a mean average precision."""
-    return 1.0 if metric_lower else 100.0
+def ceiling(metric: str) -> float | None:
+    """The best value ``metric`` can take, by its family in the metric registry: 1 for a rank statistic, 100 for a
+    recall, a precision or a mean average precision; None for rsum, whose ceiling (100 times the recalls it sums)
+    its name does not tell."""
+    found = metrics.family(metric)
+    if found == metrics.RSUM:
+        return None
+    return 1.0 if found == metrics.RANK else 100.0
 
 
 def saturated(board: Any) -> bool:
     """Whether every trained row's best validation value sits at the metric's ceiling: validation cannot choose
     among the rows, and a verdict that rests on a choice (the strongest loss, the best row) is uninformative."""
-    top = ceiling(board.lower)
+    top = ceiling(board.metric)
+    if top is None:
+        return False
     values = [c.val_best for n, c in board.cells.items() if board.role(n) != rowmodel.FLOOR]
     return bool(values) and all(v is not None and math.isclose(float(v), top, abs_tol=1e-6) for v in values)
 
