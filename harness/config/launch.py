@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any, Mapping
 
+from harness.config.launchers import ARRAY_PARALLELISM, MAX_REQUEUE, TIMEOUT_MIN
 from harness.errors import ConfigError, unknown
 
 # name -> (type, what it sets)
@@ -22,11 +23,12 @@ SLURM_OPTIONS: dict[str, tuple[type, str]] = {
     "gpus_per_node": (int, "GPUs per node; each drives one process of a distributed run (default 0: CPU)"),
     "cpus_per_task": (int, "CPU cores per process (default: SLURM's)"),
     "mem_gb": (int, "memory per node in GB (default: SLURM's)"),
-    "timeout_min": (int, "time limit of one job in minutes; a job that reaches it is requeued (default 240)"),
-    "array_parallelism": (int, "jobs of the array running at once (default 256)"),
-    "max_requeue": (int, "times a timed-out job is requeued (default 3)"),
+    "timeout_min": (int, f"time limit of one job in minutes; a job that reaches it is requeued "
+                         f"(default {TIMEOUT_MIN})"),
+    "array_parallelism": (int, f"jobs of the array running at once (default {ARRAY_PARALLELISM})"),
+    "max_requeue": (int, f"times a timed-out job is requeued (default {MAX_REQUEUE})"),
     "signal_delay_s": (int, "seconds before the time limit SLURM signals the job to checkpoint and requeue "
-                            "(default 90)"),
+                            "(default: submitit's, 90)"),
     "cluster": (str, "submitit executor: slurm (default), local or debug (testing without a cluster)"),
 }
 CLUSTERS = ("slurm", "local", "debug")
