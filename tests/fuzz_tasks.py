@@ -64,6 +64,12 @@ def _video_npy(root: Path) -> dict[str, Any]:
     return {"dataset": {"root": str(root), "split_sizes": [12, 4, 4]}}
 
 
+def _video_sentences(root: Path) -> dict[str, Any]:
+    """:func:`_video_npy`'s files, with the sentence vectors' cache beside them (not the user's)."""
+    small = _video_npy(root)
+    return {"dataset": {**small["dataset"], "cache": str(root / "feature_cache")}}
+
+
 def _folders(random_test_classes: int = 0) -> Callable[[Path], dict[str, Any]]:
     def setup(root: Path) -> dict[str, Any]:
         sketch_fixtures.write_image_folders(root)
@@ -151,6 +157,8 @@ BASES: dict[str, Base] = {
     "lsmdc": Base("lsmdc", SMALL_VIDEO_MODELS, ("contrastive", "swamp"), _video(fx.lsmdc, {"val_clips": 3})),
     "msrvtt_vgg128": Base("msrvtt_vgg128", {"train": {"batch_size": 4, "eval_batch_size": 8}},
                           ("contrastive",), _video_npy),
+    "msrvtt_vgg128_minilm": Base("msrvtt_vgg128_minilm", {"train": {"batch_size": 4, "eval_batch_size": 8}},
+                                 ("contrastive",), _video_sentences),
     "sketchy": Base("sketchy", {}, ("doodle2search",), _folders()),
     "tuberlin": Base("tuberlin", {}, ("doodle2search",), _folders(random_test_classes=2)),
     "quickdraw": Base("quickdraw", {}, ("doodle2search",), _folders()),
