@@ -97,9 +97,12 @@ def test_the_k_fold_objective_reads_no_test_item_and_is_the_mean_over_the_folds(
     assert sum(len(v["val"].a) for v in view) == len(data["train"].a)  # every training item validates once
 
 
-def _swamp_study(tmp_path: Path, high: int, k: int) -> studies.Study:
-    body = {**TINY, "methods": {**TINY["methods"], "swamp": {**TINY["methods"]["swamp"], "queue": 256}},
-            "tune": {"space": {"swamp.K": {"low": 8, "high": high}}}}
+def _swamp_study(tmp_path: Path, high: int | None, k: int) -> studies.Study:
+    """SwAMP on TINY's 240 training pairs beside a queue of 1,100, K searched from 8 to ``high`` (None: the range its
+    declaration gives, up to 1,024)."""
+    searched = {"swamp.K": {"low": 8, "high": high}} if high else {"swamp.K": True}
+    body = {**TINY, "methods": {**TINY["methods"], "swamp": {**TINY["methods"]["swamp"], "queue": 1100}},
+            "tune": {"space": searched}}
     path = write_task(tmp_path, body, f"tiny_{high}_{k}.yaml")
     return studies.Study(task=str(path), method="swamp", overrides=(), added=(), epochs=1, seed=0, trials=1,
                          seconds=None, folder=tmp_path / "_tune", storage=stored.default_storage(tmp_path / "_tune"),
@@ -116,8 +119,12 @@ def test_a_range_that_reaches_past_what_a_fold_trains_on_is_refused_before_any_t
     text = str(err.value)
     assert "tune.space swamp.K (high end 200 on fold 0's training part (--folds 3), 160 training pairs)" in text
     assert "set K below 160" in text and "count against its row's budget" in text
-    bounds.check([_swamp_study(tmp_path, 200, 0)], data)  # no folds: the 240 pairs of the training split hold it
-    bounds.check([_swamp_study(tmp_path, 150, 3)], data)
+    assert bounds.check([_swamp_study(tmp_path, 200, 0)], data) == []  # no folds: the 240 training pairs hold it
+    assert bounds.check([_swamp_study(tmp_path, 150, 3)], data) == []
+    # a range the task does not write (K's declared one, to 1,024) is a warning naming the fix, not an error
+    (line,) = bounds.check([_swamp_study(tmp_path, None, 3)], data)
+    assert "the declared tune.space swamp.K (high end 1024 on fold 0's training part" in line
+    assert "narrow the range in the task's tune.space" in line
     assert not list((tmp_path / "_tune").glob("*.row"))  # nothing ran
 
 

@@ -12,12 +12,13 @@ it starts, naming the setting, the end and the value that fits.
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from harness.data.paired import PairedData
 from harness.errors import ConfigError, NotApplicable
 from harness.run import preflight
+from harness.tune import space
 from harness.tune.space import Dimension
 from harness.tune.study import Study, views_of
 
@@ -53,21 +54,39 @@ def refused_end(study: Study, dim: Dimension, views: list[PairedData]) -> tuple[
     return None
 
 
-def check(found: Sequence[Study], data: PairedData) -> None:
-    """Raise ConfigError naming every searched range of ``found`` that reaches settings the data refuses (the
-    ranges refused for one reason named together, then the reason once)."""
-    by_reason: dict[str, list[str]] = {}
+def written(study: Study, dim: Dimension) -> bool:
+    """Whether the task's ``tune.space`` writes ``dim``'s range (``swamp.K: {low: .., high: ..}``), rather than
+    the range coming from the setting's declaration in its method, encoder or source."""
+    entries = space.tune_block(study.base).get("space") or {}
+    entry = entries.get(f"{study.method}.{dim.name}", entries.get(dim.name))
+    return isinstance(entry, Mapping) and ("low" in entry or "high" in entry)
+
+
+def _lines(by_reason: dict[str, list[str]]) -> str:
+    return "; ".join(f"tune.space {', '.join(names)}: {why}" for why, names in by_reason.items())
+
+
+def check(found: Sequence[Study], data: PairedData) -> list[str]:
+    """Refuse a range the task's ``tune.space`` writes that reaches settings the data refuses (ConfigError, the
+    ranges refused for one reason named together, then the reason once); a range that comes from a declaration
+    (K up to 1,024 on a few hundred pairs, when the task leaves it) is returned as a warning line instead, as a
+    search valid only in part is (:func:`harness.tune.space.dimensions`)."""
+    refused: dict[bool, dict[str, list[str]]] = {True: {}, False: {}}
     for study in found:
         views = views_of(study, data)
         for dim in study.dims():
-            refused = refused_end(study, dim, views)
-            if refused:
-                by_reason.setdefault(refused[1], []).append(f"{study.method}.{dim.name} ({refused[0]})")
-    if by_reason:
-        lines = "; ".join(f"tune.space {', '.join(names)}: {why}" for why, names in by_reason.items())
-        raise ConfigError(f"{found[0].base.path}: {lines}. Narrow these ranges in the task's tune.space: a trial "
-                          "there would fail and count against its row's budget, so the rows would not get the same "
-                          "number of trials that run")
+            end = refused_end(study, dim, views)
+            if end:
+                refused[written(study, dim)].setdefault(end[1], []).append(f"{study.method}.{dim.name} ({end[0]})")
+    where = found[0].base.path if found else ""
+    if refused[True]:
+        raise ConfigError(f"{where}: {_lines(refused[True])}. Narrow these ranges in the task's tune.space: a "
+                          "trial there would fail and count against its row's budget, so the rows would not get "
+                          "the same number of trials that run")
+    if refused[False]:
+        return [f"{where}: the declared {_lines(refused[False])}. Trials that draw such values fail and count "
+                "against their row's budget; narrow the range in the task's tune.space"]
+    return []
 
 
 __all__ = ["check", "refused_end"]

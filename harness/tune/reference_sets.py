@@ -25,6 +25,7 @@ primary one), holding its manifest ``leaderboard.json`` and the studies and tune
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -233,7 +234,8 @@ def make_set(opts: SetOptions, task: str) -> Path:
     found = manifest(opts, task, spec, name, metric, block, rows, skipped, trials)
     _check_folder(folder, found)
     found_studies = command.setup(tune)  # every search space checked before anything is written
-    bounds.check(found_studies, data)  # and its ranges' ends against the data each trial trains on
+    for line in bounds.check(found_studies, data):  # and its ranges' ends against the data each trial trains on
+        print(f"warning: {line}", file=sys.stderr)
     seed = found_studies[0].seed
     fold_record = folds.record(folds.make_folds(without_test(data)["train"], k, seed), seed) if k else None
     reference_table.write_manifest(folder, {**found, "folds": fold_record})
