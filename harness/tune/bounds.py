@@ -1,24 +1,24 @@
 """A search space's bounds checked against the data its trials train on, before any trial runs.
 
 A trial whose settings the data refuses (SwAMP's K above the training pairs a trial sees) ends as failed and counts
-against its row's budget, as a diverged trial does. Where a declared range reaches such values, a share of one row's
-trials is spent on settings that cannot run while the other rows spend all of theirs, and the rows no longer get
-the same chance. With folds (:mod:`harness.tune.folds`) a trial trains on two thirds of the training split, so a
-range that fits the task's own runs can reach past what a fold holds. This module tries each numeric range's two
-ends, one at a time at the task's other settings, on every view a trial trains on, and refuses the search before
-it starts, naming the setting, the end and the value that fits.
+against its row's budget, as a diverged trial does. Where a range reaches such values, a share of one row's trials
+is spent on settings that cannot run while the other rows spend all of theirs, and the rows no longer get the same
+chance. With folds (:mod:`harness.tune.folds`) a trial trains on two thirds of the training split, so a range that
+fits the task's own runs can reach past what a fold holds. This module tries each numeric range's two ends, one at
+a time at the task's other settings, on every view a trial trains on. A range the task's ``tune.space`` writes is
+refused before the search starts, naming the setting, the end and the value that fits; a range that comes from the
+setting's declaration is a warning with the same words.
 
-    check(command.setup(opts), data)      # raises ConfigError: 'tune.space swamp.K: its high end 255 is refused ...'
+    warned = check(command.setup(opts), data)   # ConfigError: '... tune.space swamp.K (high end 255 on fold 0 ...'
 """
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from harness.data.paired import PairedData
 from harness.errors import ConfigError, NotApplicable
 from harness.run import preflight
-from harness.tune import space
 from harness.tune.space import Dimension
 from harness.tune.study import Study, views_of
 
@@ -49,17 +49,9 @@ def refused_end(study: Study, dim: Dimension, views: list[PairedData]) -> tuple[
             except NotApplicable:
                 continue
             except ConfigError as err:
-                return (f"{end} end {value} on {_where(len(views), i)}, {view['train'].n_pairs} training pairs",
-                        str(err).split(": ", 2)[-1])
+                why = str(err).removeprefix(f"{spec.path}: methods.{study.method}: ")  # preflight's prefix
+                return f"{end} end {value} on {_where(len(views), i)}, {view['train'].n_pairs} training pairs", why
     return None
-
-
-def written(study: Study, dim: Dimension) -> bool:
-    """Whether the task's ``tune.space`` writes ``dim``'s range (``swamp.K: {low: .., high: ..}``), rather than
-    the range coming from the setting's declaration in its method, encoder or source."""
-    entries = space.tune_block(study.base).get("space") or {}
-    entry = entries.get(f"{study.method}.{dim.name}", entries.get(dim.name))
-    return isinstance(entry, Mapping) and ("low" in entry or "high" in entry)
 
 
 def _lines(by_reason: dict[str, list[str]]) -> str:
@@ -77,7 +69,7 @@ def check(found: Sequence[Study], data: PairedData) -> list[str]:
         for dim in study.dims():
             end = refused_end(study, dim, views)
             if end:
-                refused[written(study, dim)].setdefault(end[1], []).append(f"{study.method}.{dim.name} ({end[0]})")
+                refused[dim.written].setdefault(end[1], []).append(f"{study.method}.{dim.name} ({end[0]})")
     where = found[0].base.path if found else ""
     if refused[True]:
         raise ConfigError(f"{where}: {_lines(refused[True])}. Narrow these ranges in the task's tune.space: a "

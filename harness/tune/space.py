@@ -47,6 +47,8 @@ class Dimension:
     kind: str | None = None
     base_kind: str | None = None
     raw: str = ""
+    # whether the task's tune.space gave the range's ends (a {low, high} entry), rather than its declaration
+    written: bool = False
 
     @property
     def is_type(self) -> bool:
@@ -160,7 +162,9 @@ def dimensions(spec: TaskSpec, method: str, warnings: list[str] | None = None) -
                 sp = _apply(declared, entries.get(entry_key), where)
                 if sp is None or not sp.on or not _holds(sp, values):
                     continue
-                dim = Dimension(part, key, sp, _is_integer(hints[field.name]), kind, base_kind)
+                entry = entries.get(entry_key)
+                dim = Dimension(part, key, sp, _is_integer(hints[field.name]), kind, base_kind,
+                                written=isinstance(entry, Mapping) and ("low" in entry or "high" in entry))
                 warned = _check(dim, kind_cls, values, field, where)
                 if warned is not None and warnings is not None:
                     warnings.append(warned)
