@@ -71,14 +71,15 @@ def split_videos(videos: list[str], sizes: tuple[int, ...], seed: int) -> dict[s
     return {name: [videos[i] for i in order[lo:hi]] for name, lo, hi in zip(SPLITS, bounds[:-1], bounds[1:])}
 
 
-def sentence_vectors(p: VideoSentencesParams, path: Path, texts: list[str]) -> tuple[np.ndarray, dict[str, Any]]:
-    """(N, 384) vectors of the caption file's captions, in file order, from the cache or the model; with the
-    extraction's record."""
+def sentence_vectors(p: VideoSentencesParams, path: Path, texts: list[str],
+                     encoder: dict[str, Any]) -> tuple[np.ndarray, dict[str, Any]]:
+    """(N, 384) vectors of the caption file's captions, in file order, from the cache or the model described by
+    ``encoder`` (:func:`harness.encoders.minilm.describe`); with the extraction's record."""
     folder = feature_cache.cache_dir(p.cache)
     start = time.perf_counter()
     with CpuPeakRSS() as rss:
         inputs = {"data": {"file": path.name, "sha256": feature_cache.file_sha256(path)},
-                  "texts": "every caption of the file, in order", "encoder": minilm.describe()}
+                  "texts": "every caption of the file, in order", "encoder": encoder}
 
         def compute() -> np.ndarray:
             with tqdm(total=len(texts), desc=f"sentence vectors {path.name}", unit="caption", leave=False) as bar:
@@ -110,7 +111,8 @@ class VideoSentences:
         if sum(p.split_sizes) > len(videos):
             raise DataError(f"split_sizes {list(p.split_sizes)} need {sum(p.split_sizes)} videos; "
                             f"{root / p.captions} captions {len(videos)}")
-        vectors, extraction = sentence_vectors(p, root / p.captions, [c for _, c in pairs])
+        encoder = minilm.describe()
+        vectors, extraction = sentence_vectors(p, root / p.captions, [c for _, c in pairs], encoder)
         reading = video_npy.VideoNpyParams(root=p.root, pool=p.pool, normalize=p.normalize)
         splits = {}
         for name, ids in split_videos(videos, p.split_sizes, p.split_seed).items():
@@ -118,15 +120,12 @@ class VideoSentences:
                                  str(root))
             chosen = set(ids)
             rows = [i for i, (v, _) in enumerate(pairs) if v in chosen]
-            owner = caption_owner(ids, [pairs[i][0] for i in rows], name)
-            bare = int((torch.bincount(owner, minlength=len(ids)) == 0).sum())
-            if bare:
-                raise DataError(f"{root / p.captions}: {bare} {name} video(s) have no caption; every video needs one")
+            owner = caption_owner(ids, [pairs[i][0] for i in rows], name)  # every video has one: it came from one
             splits[name] = Split(feats, torch.from_numpy(vectors[rows]), b_to_a=owner)
         info: dict[str, Any] = {
             "source": "video_sentences", "root": str(root), "pool": p.pool, "normalize": p.normalize,
             "split_seed": p.split_seed, "feature_dim": int(splits["train"].a.shape[1]),
             "videos": [len(s.a) for s in splits.values()], "captions": [len(s.b) for s in splits.values()],
             "items": f"captions as frozen {minilm.NAME} sentence vectors ({minilm.WIDTH}-d, unit length)",
-            "train_captions_per_epoch": "all", "text_encoder": minilm.describe(), "extraction": extraction}
+            "train_captions_per_epoch": "all", "text_encoder": encoder, "extraction": extraction}
         return PairedData(splits, info)
