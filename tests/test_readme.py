@@ -61,3 +61,15 @@ def test_the_reference_section_reads_the_committed_sets():
     text = readme.reference_section(ROOT)
     assert "Sets measured so far:" in text and "SwAMP − " in text
     assert "results/reference/reference.md" in text
+
+
+def test_the_reference_sections_bayesian_comparisons_stay_a_list():
+    """Each Bayesian comparison of the section is a list item of its own line, under the ranks' paragraph, never
+    run together into one paragraph."""
+    lines = readme.reference_section(ROOT).splitlines()
+    ranks = [i for i, line in enumerate(lines) if line.startswith("Mean ranks over")]
+    assert len(ranks) == 1 and lines[ranks[0] + 1] == ""
+    bayes = [line for line in lines if "P(better)" in line]
+    assert bayes and all(line.startswith("- ") for line in bayes)
+    assert not any("P(better)" in line and "Mean ranks" in line for line in lines)
+

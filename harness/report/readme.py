@@ -51,7 +51,7 @@ def reference_section(root: Path) -> str:
            "test (SwAMP alone against the strongest contrastive loss chosen on validation; where the set's SwAMP row "
            "adds SwAMP's term to a contrastive loss X, X + SwAMP against X):", ""]
     out += [rt.against_line(b) for b in boards]
-    out += ["", " ".join(line for line in rt.across_lines(found, compared, prefix) if line)]
+    out += ["", *rt.across_lines(found, compared, prefix)]  # the ranks, then the Bayesian comparisons as a list
     return "\n".join(out)
 
 
