@@ -2,6 +2,7 @@
 stale section is named by --check and rewritten by the command, and a README without the markers is refused."""
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -63,13 +64,19 @@ def test_the_reference_section_reads_the_committed_sets():
     assert "results/reference/reference.md" in text
 
 
-def test_the_reference_sections_bayesian_comparisons_stay_a_list():
-    """Each Bayesian comparison of the section is a list item of its own line, under the ranks' paragraph, never
-    run together into one paragraph."""
-    lines = readme.reference_section(ROOT).splitlines()
-    ranks = [i for i, line in enumerate(lines) if line.startswith("Mean ranks over")]
-    assert len(ranks) == 1 and lines[ranks[0] + 1] == ""
-    bayes = [line for line in lines if "P(better)" in line]
-    assert bayes and all(line.startswith("- ") for line in bayes)
-    assert not any("P(better)" in line and "Mean ranks" in line for line in lines)
+def test_the_reference_sections_bayesian_comparisons_are_one_paragraph_of_their_own():
+    """The ranks and the Bayesian comparisons are two paragraphs, each comparison named once with its three
+    probabilities and set count, the page's section linked for the rest."""
+    text = readme.reference_section(ROOT)
+    paragraphs = text.split("\n\n")
+    ranks = [p for p in paragraphs if p.startswith("Mean ranks over")]
+    bayes = [p for p in paragraphs if p.startswith("Bayesian hierarchical comparisons")]
+    assert len(ranks) == 1 and len(bayes) == 1 and "P(better)" not in ranks[0]
+    assert "\n" not in bayes[0] and "reference.md#across-sets" in bayes[0]
+    assert "SwAMP alone against each set's strongest contrastive loss " in bayes[0]
+    assert re.search(r"InfoNCE \+ SwAMP against InfoNCE (\d\.\d{3} / ){2}\d\.\d{3} \(\d+ sets\)", bayes[0])
 
+
+def test_a_skipped_bayesian_comparison_says_why_in_the_readme():
+    assert readme.bayes_brief({"skipped": "baycomp is not installed"}, "r/") == \
+        "Bayesian comparison across sets: not computed (baycomp is not installed)."

@@ -15,10 +15,12 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from harness.errors import ConfigError
 from harness.report import claims
 from harness.report import reference_table as rt
+from harness.report.reference_table import page as rt_page
 from harness.report.reference_table import record as rt_record
 from harness.store.io import write_text_atomic
 
@@ -51,8 +53,28 @@ def reference_section(root: Path) -> str:
            "test (SwAMP alone against the strongest contrastive loss chosen on validation; where the set's SwAMP row "
            "adds SwAMP's term to a contrastive loss X, X + SwAMP against X):", ""]
     out += [rt.against_line(b) for b in boards]
-    out += ["", *rt.across_lines(found, compared, prefix)]  # the ranks, then the Bayesian comparisons as a list
+    out += ["", rt_page.rank_line(found, prefix), "", bayes_brief(compared, prefix)]
     return "\n".join(out)
+
+
+def bayes_brief(compared: dict[str, Any], prefix: str) -> str:
+    """The Bayesian comparisons across sets in one paragraph: each comparison's three probabilities in pooled seed
+    SDs and its sets' count; the raw-point version and the model's description stay on the page."""
+    if "skipped" in compared:
+        return f"Bayesian comparison across sets: not computed ({compared['skipped']})."
+    parts = []
+    for which, found in compared.items():
+        scaled = found.get("scaled", {})
+        name = rt_page.family_name(which)
+        if "skipped" in scaled:
+            parts.append(f"{name}: not computed ({scaled['skipped']})")
+            continue
+        parts.append(f"{name} {scaled['p_better']:.3f} / {scaled['p_equivalent']:.3f} / {scaled['p_worse']:.3f} "
+                     f"({len(scaled['sets'])} sets)")
+    return ("Bayesian hierarchical comparisons across sets (baycomp; the seeds as replicates on one test split), "
+            "P(better) / P(equivalent) / P(worse) in units of each set's pooled seed-to-seed standard deviation "
+            f"(equivalent within ±0.5): {'; '.join(parts)}. The raw-point version and the model: "
+            f"[{prefix}reference.md#across-sets]({prefix}reference.md#across-sets).")
 
 
 SECTIONS: dict[str, Callable[[Path], str]] = {"claims ledger": ledger_section, "reference table": reference_section}

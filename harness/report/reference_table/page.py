@@ -180,7 +180,8 @@ def rank_line(found: dict[str, Any], link_prefix: str = "") -> str:
             f"The critical-difference diagram: [cd.png]({link_prefix}cd.png).")
 
 
-def _family_name(which: str) -> str:
+def family_name(which: str) -> str:
+    """A Bayesian comparison's name: SwAMP alone against the strongest loss, or X + SwAMP against X."""
     if which == verdicts.ALONE:
         return "SwAMP alone against each set's strongest contrastive loss"
     x = rowmodel.label_of(which, rowmodel.CONTRASTIVE)
@@ -189,7 +190,7 @@ def _family_name(which: str) -> str:
 
 def bayes_line(which: str, found: dict[str, Any]) -> str:
     """One Bayesian comparison across sets, on both scales, or why not."""
-    name = _family_name(which)
+    name = family_name(which)
     scaled, raw = found.get("scaled", {}), found.get("raw", {})
     if "skipped" in scaled:
         return f"- {name}: not computed ({scaled['skipped']})."
