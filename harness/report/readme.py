@@ -70,10 +70,10 @@ def bayes_brief(compared: dict[str, Any], prefix: str) -> str:
             parts.append(f"{name}: not computed ({scaled['skipped']})")
             continue
         parts.append(f"{name} {scaled['p_better']:.3f} / {scaled['p_equivalent']:.3f} / {scaled['p_worse']:.3f} "
-                     f"({len(scaled['sets'])} sets)")
+                     f"({len(scaled['sets'])} sets, equivalent within ±{scaled['rope']:g})")
     return ("Bayesian hierarchical comparisons across sets (baycomp; the seeds as replicates on one test split), "
-            "P(better) / P(equivalent) / P(worse) in units of each set's pooled seed-to-seed standard deviation "
-            f"(equivalent within ±0.5): {'; '.join(parts)}. The raw-point version and the model: "
+            "P(better) / P(equivalent) / P(worse) in units of each set's pooled seed-to-seed standard deviation: "
+            f"{'; '.join(parts)}. The raw-point version and the model: "
             f"[{prefix}reference.md#across-sets]({prefix}reference.md#across-sets).")
 
 
