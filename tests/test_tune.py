@@ -448,6 +448,26 @@ def test_processes_opening_a_new_sqlite_study_file_at_once_all_succeed(tmp_path)
             assert answers == ["ok"] * 6
 
 
+def test_a_running_trial_is_judged_by_its_process_only_on_this_host_in_this_boot(tmp_path):
+    """A study's storage carried to a fresh machine of the same name: a live process there that happens to have the
+    dead worker's id does not keep the trial running; its old heartbeat marks it dead."""
+    opened = optuna.create_study(study_name="s", storage=stored.default_storage(tmp_path))
+    old = time.time() - stored.GRACE_S - 60
+    cases = {"this boot, live": {"boot": stored.BOOT, "beat": old},
+             "another boot, live id, old beat": {"boot": "another-boot", "beat": old},
+             "no boot recorded, old beat": {"beat": old},
+             "another boot, fresh beat": {"boot": "another-boot", "beat": time.time()}}
+    numbers = {}
+    for name, attrs in cases.items():
+        trial = opened.ask({"x": optuna.distributions.FloatDistribution(0.0, 1.0)})
+        for key, value in {"host": stored.HOST, "pid": os.getpid(), **attrs}.items():
+            trial.set_user_attr(key, value)
+        numbers[trial.number] = name
+    recovered = {numbers[n] for n in stored.recover(opened)}
+    assert recovered == {"another boot, live id, old beat", "no boot recorded, old beat"}
+    assert stored.BOOT == Path("/proc/sys/kernel/random/boot_id").read_text().strip() or not Path("/proc").is_dir()
+
+
 @pytest.mark.slow
 def test_a_study_killed_with_sigkill_resumes_with_no_trial_lost_or_doubled(tmp_path):
     path = tiny(tmp_path)
@@ -505,6 +525,46 @@ def test_local_workers_share_one_study_and_keep_the_budget_exact(tmp_path, capsy
         trials = sorted(_study(out, path, method, 7).get_trials(), key=lambda t: t.number)
         assert len({t.user_attrs["pid"] for t in trials}) == 1  # a row's trials run in one worker, in order
         assert all(a.datetime_complete <= b.datetime_start for a, b in zip(trials, trials[1:]))
+
+
+@pytest.mark.slow
+def test_local_workers_share_the_tuned_runs_by_rows_and_write_what_one_process_writes(tmp_path, capsys):
+    path = tiny(tmp_path)
+    common = ["tune", str(path), "--methods", "contrastive,cca", "--trials", "2", "--seeds", "0-1", "--no-progress",
+              "--no-tables"]
+    assert cli.main([*common, "--out", str(tmp_path / "here")]) == 0
+    assert "tuned runs with" not in capsys.readouterr().out  # one process: they run here
+    assert cli.main([*common, "--out", str(tmp_path / "workers"), "--launcher", "local", "--jobs", "2"]) == 0
+    assert "tuned runs with 2 worker processes (1 threads each), each claiming whole rows" in capsys.readouterr().out
+    logs = [(tmp_path / "workers" / "tiny" / "_tune" / "workers" / f"tuned-worker{i}.log").read_text()
+            for i in range(2)]
+    claimed = {m for log in logs for m in re.findall(r"worker \d: the tuned runs of (\w+)", log)}
+    assert claimed == {"contrastive", "cca"}
+
+    def cells(out: Path) -> dict:
+        return {(r["run_name"], r["seed"]): (r["metrics"], r["tuning"]["best"], r["tuning"]["storage"],
+                                            r["environment"]["hardware"]["torch_threads"])
+                for r in load_results(out)}
+
+    here, there = cells(tmp_path / "here"), cells(tmp_path / "workers")
+    assert here == there and len(here) == 4 and {v[3] for v in there.values()} == {1}
+    # a second command finds every tuned run written and trains nothing again
+    before = {p: p.stat().st_mtime_ns for p in (tmp_path / "workers").rglob("seed*.json")}
+    assert cli.main([*common, "--out", str(tmp_path / "workers"), "--launcher", "local", "--jobs", "2"]) == 0
+    assert {p: p.stat().st_mtime_ns for p in (tmp_path / "workers").rglob("seed*.json")} == before
+
+
+def test_the_parent_names_a_tuned_run_its_workers_did_not_write(tmp_path, monkeypatch):
+    path = tiny(tmp_path)
+    opts = tune_options(path, tmp_path / "out", methods=("cca",), trials=1, launcher="local", jobs=2, seeds="0")
+    found = command.setup(opts)
+    command.run_studies(dataclasses.replace(opts, launcher="sequential"), found)
+    records = {s.method: command.summarize(s, opts) for s in found}
+    launched = []
+    monkeypatch.setattr(workers, "launch_finals", lambda o, f, runs: launched.append((o.trials, len(runs))))
+    with pytest.raises(RunError, match="the tuned run cca@tuned seed 0 of cca was not written by the workers"):
+        command.final_runs(opts, found, records, None)
+    assert launched == [(1, 1)]
 
 
 # --- Optuna's journal file: SLURM's default storage, its lock -------------------------------------------------

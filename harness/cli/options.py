@@ -112,6 +112,7 @@ def tune(parser: argparse.ArgumentParser, seeds: str) -> None:
                         help="with --prune median: the share of the epochs before a trial may be pruned (default 0.5)")
     parser.add_argument("--no-final", action="store_true", help="run the studies only; no tuned runs")
     parser.add_argument("--studies-only", action="store_true", help=argparse.SUPPRESS)  # a worker of local/slurm
+    parser.add_argument("--finals-only", action="store_true", help=argparse.SUPPRESS)  # a worker of the tuned runs
     parser.add_argument("--worker", type=int, default=0, help=argparse.SUPPRESS)  # its number (seeds its sampler)
 
 

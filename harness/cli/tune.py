@@ -56,7 +56,8 @@ def tune_options(args: argparse.Namespace, **changes: Any) -> Any:
         trials=args.trials, seconds_per_method=args.seconds_per_method, seeds=args.seeds, study_seed=args.study_seed,
         overrides=tuple(args.overrides), epochs=args.epochs, storage=args.storage, launcher=args.launcher,
         slurm=args.slurm, prune=args.prune, prune_warmup=args.prune_warmup, no_final=args.no_final,
-        studies_only=args.studies_only, worker=args.worker, include=tuple(args.include),
+        studies_only=args.studies_only, finals_only=getattr(args, "finals_only", False), worker=args.worker,
+        include=tuple(args.include),
         folds=int(getattr(args, "folds", 0) or 0), rows=tuple(rows))
     values.update(changes)
     return TuneOptions(**values)

@@ -2,7 +2,9 @@
 given seeds and are tested as ordinary result files (``<method>@tuned``) that record the study. The studies run in
 this process (``--launcher sequential``), in worker processes of this machine (``local``) or in SLURM jobs
 (``slurm``), all sharing the studies through their storage (:mod:`harness.tune.workers`); each study is one row's
-trials in order, claimed whole by one worker; the tuned runs always run here, once every study has its budget.
+trials in order, claimed whole by one worker. Once every study has its budget, the tuned runs run in the same way:
+with ``--launcher local`` and ``--jobs`` N > 1 in N worker processes that each claim whole rows (a row's seeds), else
+here; either way each tuned run is the same result file.
 Every trial and tuned run trains with the torch threads the options fix (default 1), whatever ``--jobs`` or the
 machine's load, so that ``--jobs`` changes only the wall time.
 
@@ -10,6 +12,7 @@ machine's load, so that ``--jobs`` changes only the wall time.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import sys
 from pathlib import Path
@@ -32,8 +35,8 @@ from harness.tune.options import DEFAULT_TRIALS, TuneOptions
 from harness.tune.space import tune_block
 from harness.tune.workers import worker_argv
 
-__all__ = ["final_runs", "run_options", "run_studies", "setup", "study_table", "summarize", "tune", "tuned_run",
-           "worker_argv"]
+__all__ = ["final_runs", "replace_trials", "run_options", "run_studies", "setup", "study_table", "summarize", "tune",
+           "tuned_run", "worker_argv"]
 
 
 def setup(opts: TuneOptions) -> list[studies.Study]:
@@ -112,6 +115,9 @@ def tune(opts: TuneOptions) -> int:
         tune(TuneOptions(task="tasks/synthetic.yaml", methods=("contrastive", "swamp"), trials=4, epochs=2))
     """
     found = setup(opts)
+    if opts.finals_only:  # a worker of the tuned runs: the studies have their budget
+        final_runs(opts, found, {s.method: summarize(s, opts) for s in found}, None)
+        return 0
     data = run_studies(opts, found)
     if opts.studies_only:
         return 0
@@ -119,7 +125,7 @@ def tune(opts: TuneOptions) -> int:
     print(study_table(records, found))
     if opts.no_final:
         return 0
-    final_runs(opts, found, records, data if data is not None else runner.load_data(found[0].spec()))
+    final_runs(opts, found, records, data)
     return 0
 
 
@@ -179,34 +185,78 @@ def tuned_run(s: studies.Study, record: dict[str, Any], seed: int) -> Run:
 
 
 def final_runs(opts: TuneOptions, found: list[studies.Study], records: dict[str, dict[str, Any]],
-               data: PairedData) -> list[dict[str, Any]]:
+               data: PairedData | None) -> list[dict[str, Any]]:
     """Train and test each method's best settings with every seed (``<method>@tuned``) on ``data`` (the task's,
-    loaded once for the command), each recording its study with the storage named relative to its result folder;
-    show the tables unless ``no_tables``; the result records."""
+    loaded here when None), each recording its study with the storage named relative to its result folder; show the
+    tables unless ``no_tables``; the result records, in the order of ``found`` and the seeds.
+
+    With ``--launcher local`` and ``--jobs`` N > 1 (and no ``--force``) N worker processes train them, each claiming
+    whole rows (:func:`harness.tune.workers.launch_finals`), and this process reads their result files; a worker
+    (``finals_only``) trains the rows it claims."""
     from harness.report import folders
 
-    run_opts = run_options(opts)
-    results = []
-    for s in found:
-        for seed in plans.parse_seeds(opts.seeds):
-            run = tuned_run(s, records[s.method], seed)
-            where = Path(opts.out) / s.spec().name / run.run_name
-            record = {**records[s.method], "storage": stored.relative_storage(s.storage, where, Path(opts.out))}
-            ropts = runner.RunOptions(device=run_opts.device, out=Path(opts.out), progress=not opts.no_progress,
-                                      force=opts.force, tuning=record)
-            done = runner.finished_result(run, ropts)
-            was = (done or {}).get("tuning") or {}
-            if done is not None and was.get("study") != record["study"]:
-                raise ConfigError(f"{done['_path']} was tuned by another study ({was.get('study')}); pass --force to "
-                                  "replace it, or --out to write elsewhere")
-            if done is not None and _same_choice(was, record):
-                results.append(done)
-                continue
-            if done is not None:  # the same study, given more trials since: its best may have moved, so run it again
-                ropts = dataclasses.replace(ropts, force=True)
-            written = runner.run_one(run, data, ropts)
-            if written is not None:
-                results.append(written)
-    if results and not opts.no_tables:
+    if opts.launcher == "local" and (opts.jobs or 2) > 1 and not opts.force and not opts.finals_only:
+        seeds = plans.parse_seeds(opts.seeds)
+        runs = [tuned_run(s, records[s.method], seed) for s in found for seed in seeds]
+        workers.launch_finals(replace_trials(opts, found), found, runs)
+        results = [_collected(opts, s, records[s.method], seed) for s in found for seed in seeds]
+    else:
+        results = []
+        for s in found:
+            with contextlib.ExitStack() as held:
+                if opts.finals_only and not held.enter_context(stored.claim(f"{s.name}.tuned", s.folder)):
+                    continue  # another worker trains this row's seeds
+                if opts.finals_only:
+                    print(f"worker {opts.worker}: the tuned runs of {s.row_name}", file=sys.stderr, flush=True)
+                for seed in plans.parse_seeds(opts.seeds):
+                    if data is None:
+                        data = runner.load_data(found[0].spec())
+                    written = _final_run(opts, s, records[s.method], seed, data)
+                    if written is not None:
+                        results.append(written)
+    if results and not opts.no_tables and not opts.finals_only:
         folders.show(Path(opts.out) / found[0].spec().name, results, None, None)
     return results
+
+
+def replace_trials(opts: TuneOptions, found: list[studies.Study]) -> TuneOptions:
+    """The options with the studies' budget as ``--trials`` (a set's studies may have been extended past the
+    command's own budget), so that a worker's studies are these."""
+    return dataclasses.replace(opts, trials=found[0].trials) if found else opts
+
+
+def _final_options(opts: TuneOptions, s: studies.Study, record: dict[str, Any],
+                   seed: int) -> tuple[Run, runner.RunOptions, dict[str, Any]]:
+    """A tuned run, its run options and the study record its result file holds (the storage relative to it)."""
+    run = tuned_run(s, record, seed)
+    where = Path(opts.out) / s.spec().name / run.run_name
+    held = {**record, "storage": stored.relative_storage(s.storage, where, Path(opts.out))}
+    ropts = runner.RunOptions(device=run_options(opts).device, out=Path(opts.out), progress=not opts.no_progress,
+                              force=opts.force, tuning=held)
+    return run, ropts, held
+
+
+def _final_run(opts: TuneOptions, s: studies.Study, record: dict[str, Any], seed: int,
+               data: PairedData) -> dict[str, Any] | None:
+    """One tuned run: its finished result when it holds the study's present choice, else trained (again)."""
+    run, ropts, held = _final_options(opts, s, record, seed)
+    done = runner.finished_result(run, ropts)
+    was = (done or {}).get("tuning") or {}
+    if done is not None and was.get("study") != held["study"]:
+        raise ConfigError(f"{done['_path']} was tuned by another study ({was.get('study')}); pass --force to "
+                          "replace it, or --out to write elsewhere")
+    if done is not None and _same_choice(was, held):
+        return done
+    if done is not None:  # the same study, given more trials since: its best may have moved, so run it again
+        ropts = dataclasses.replace(ropts, force=True)
+    return runner.run_one(run, data, ropts)
+
+
+def _collected(opts: TuneOptions, s: studies.Study, record: dict[str, Any], seed: int) -> dict[str, Any]:
+    """The result file a worker wrote for one tuned run; RunError when it is missing or holds another choice."""
+    run, ropts, held = _final_options(opts, s, record, seed)
+    done = runner.finished_result(run, ropts)
+    if done is None or not _same_choice((done.get("tuning") or {}), held):
+        raise RunError(f"the tuned run {run.run_name} seed {seed} of {s.row_name} was not written by the workers; "
+                       "run the same command again: it resumes")
+    return done

@@ -49,6 +49,7 @@ class TuneOptions:
     prune_warmup: float = 0.5
     no_final: bool = False
     studies_only: bool = False
+    finals_only: bool = False
     worker: int = 0
     include: tuple[str, ...] = ()
     folds: int = 0

@@ -10,9 +10,9 @@ is an ``flock``; with a journal file (``--launcher slurm``), Optuna's journal lo
 removed, which network file systems honour where ``flock`` and SQLite's locks may not.
 
 A trial whose process died (SIGKILL, a node lost) is found by the next worker that takes the lock: its process is
-gone (same machine) or its heartbeat (:mod:`harness.tune.trial`) is older than :data:`GRACE_S`. It is marked failed,
-not counted, and its settings are queued again, so the same command resumes the study without losing or doubling a
-trial; the re-run trial resumes from its last finished epoch.
+gone (same machine, same boot) or its heartbeat (:mod:`harness.tune.trial`) is older than :data:`GRACE_S`. It is
+marked failed, not counted, and its settings are queued again, so the same command resumes the study without losing
+or doubling a trial; the re-run trial resumes from its last finished epoch.
 """
 from __future__ import annotations
 
@@ -34,6 +34,17 @@ from harness.errors import ConfigError
 
 GRACE_S = 300.0  # a running trial without a heartbeat this long is taken for dead (another machine's)
 HOST = socket.gethostname()
+
+
+def _boot_id() -> str:
+    """This boot of this machine (Linux's ``boot_id``; empty elsewhere): a process id means nothing across boots."""
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return ""
+
+
+BOOT = _boot_id()
 JOURNAL = "journal://"  # journal:///ABSOLUTE/PATH: Optuna's journal file (JournalFileBackend)
 LOCK_GRACE_S = 30  # Optuna's journal lock: a lock unchanged this long is taken for a dead holder's and removed
 LOCK_TOUCH_S = 5.0  # a live holder of a study's journal lock marks it this often, so that it is never taken over
@@ -254,9 +265,10 @@ def recover(opened: optuna.Study) -> list[int]:
     for t in opened.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
         attrs = t.user_attrs
         beat = float(attrs.get("beat", t.datetime_start.timestamp() if t.datetime_start else now))
-        here = attrs.get("host") == HOST and "pid" in attrs
-        # on this host the process says whether the trial runs (a stopped or starved worker is late to beat but
-        # alive); on another host, only the heartbeat can
+        here = attrs.get("host") == HOST and attrs.get("boot") == BOOT and "pid" in attrs
+        # on this host, in this boot, the process says whether the trial runs (a stopped or starved worker is late to
+        # beat but alive); on another host or after a reboot (a study's storage carried to a fresh machine of the
+        # same name, whose processes reuse the ids), only the heartbeat can
         if (here and not _alive(int(attrs["pid"]))) or (not here and now - beat > GRACE_S):
             opened.tell(t.number, state=TrialState.FAIL)
             keep: dict[str, Any] = {k: attrs[k] for k in ("start", "start_params") if k in attrs}

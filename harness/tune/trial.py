@@ -35,7 +35,7 @@ from harness.run import preflight, runner
 from harness.run.checkpoint import resume_path
 from harness.store.schema import result_path
 from harness.tune.space import Dimension
-from harness.tune.storage import HOST
+from harness.tune.storage import BOOT, HOST
 
 BEAT_S = 30.0  # a running trial writes its heartbeat this often
 
@@ -107,6 +107,7 @@ def run_trial(study: Trialled, opened: optuna.Study, trial: optuna.Trial, dims: 
     """
     views = views if isinstance(views, list) else [views]
     trial.set_user_attr("host", HOST)
+    trial.set_user_attr("boot", BOOT)
     trial.set_user_attr("pid", os.getpid())
     trial.set_user_attr("beat", time.time())
     values, overrides = trial_settings(trial, dims, study.method)

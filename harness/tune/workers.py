@@ -1,7 +1,9 @@
 """The workers of ``harness tune --launcher local|slurm``: ``--jobs`` processes of this machine or SLURM jobs, each the
 same command with ``--studies-only`` on the storage the command chose. A worker claims whole rows
 (:func:`harness.tune.storage.claim`) and runs each claimed row's trials in order, so that the workers parallelise
-across rows, never inside one row's sequence; every worker trains with the torch threads the command fixes.
+across rows, never inside one row's sequence; every worker trains with the torch threads the command fixes. The tuned
+runs of ``--launcher local`` go the same way (:func:`launch_finals`: ``--finals-only`` workers, each training the
+seeds of the rows it claims).
 
     launch(TuneOptions(task="tasks/synthetic.yaml", methods=("contrastive", "swamp"), launcher="local", jobs=2),
            setup(...))
@@ -21,6 +23,7 @@ from harness.config.plan import Run
 from harness.errors import ConfigError, RunError
 from harness.run import grid
 from harness.run.error_lines import error_line
+from harness.store.schema import result_path
 from harness.tune import storage as stored
 from harness.tune import study as studies
 from harness.tune.options import TuneOptions
@@ -35,7 +38,8 @@ _FLAGS: tuple[tuple[str, str, str], ...] = (
     ("--study-seed", "study_seed", "value"), ("--set", "overrides", "each"), ("--epochs", "epochs", "value"),
     ("--storage", "storage", "value"), ("--launcher", "launcher", "value"), ("--slurm", "slurm", "value"),
     ("--prune", "prune", "value"), ("--prune-warmup", "prune_warmup", "value"), ("--no-final", "no_final", "flag"),
-    ("--studies-only", "studies_only", "flag"), ("--worker", "worker", "value"), ("--include", "include", "each"),
+    ("--studies-only", "studies_only", "flag"), ("--finals-only", "finals_only", "flag"),
+    ("--worker", "worker", "value"), ("--include", "include", "each"),
     ("--folds", "folds", "value"), ("--row", "rows", "each"),
 )
 
@@ -53,15 +57,15 @@ def _words(flag: str, value: Any, kind: str) -> list[str]:
     return [flag, str(value)]
 
 
-def worker_argv(opts: TuneOptions, threads: int | None, worker: int, storage: str) -> list[str]:
+def worker_argv(opts: TuneOptions, threads: int | None, worker: int, storage: str, finals: bool = False) -> list[str]:
     """The words after ``python`` of worker number ``worker``: this command in one process with ``--studies-only``
-    on the ``storage`` the command chose, with ``threads`` torch threads. What only the launching command does
-    (workers, SLURM, the tuned runs and their tables) is left out.
+    (``--finals-only`` with ``finals``: the tuned runs of the rows it claims) on the ``storage`` the command chose,
+    with ``threads`` torch threads. What only the launching command does (workers, SLURM, the tables) is left out.
 
         worker_argv(opts, 1, 2, "sqlite:////runs/tiny/_tune/studies.db")  # ['-m', 'harness', 'tune', TASK, ...]
     """
-    changes = {"launcher": "sequential", "studies_only": True, "no_progress": True, "worker": worker,
-               "storage": storage, "threads": threads, "jobs": None, "slurm": None, "force": False,
+    changes = {"launcher": "sequential", "studies_only": not finals, "finals_only": finals, "no_progress": True,
+               "worker": worker, "storage": storage, "threads": threads, "jobs": None, "slurm": None, "force": False,
                "reference": None, "no_final": False, "no_tables": False}
     words = [str(opts.task)]
     for flag, attr, kind in _FLAGS:
@@ -88,23 +92,62 @@ def launch(opts: TuneOptions, found: list[studies.Study]) -> None:
 
 
 def _local(opts: TuneOptions, found: list[studies.Study], opened: list[Any], jobs: int) -> None:
+    print(f"tuning with {jobs} worker processes ({opts.threads} threads each): "
+          f"python {shlex.join(worker_argv(opts, opts.threads, 1, found[0].storage))} (and --worker 2 ...)")
+    _processes(opts, found, jobs, False, lambda done: _follow(found, opened, done, opts.no_progress))
+
+
+def launch_finals(opts: TuneOptions, found: list[studies.Study], runs: list[Run]) -> None:
+    """The tuned runs ``runs`` of the finished studies ``found`` in ``--jobs`` worker processes of this machine, each
+    claiming whole rows (all of a row's seeds, in order) and training with the threads the command fixes; wait for
+    all, showing the result files written so far; RunError when a worker failed. The caller reads the results."""
+    jobs = opts.jobs or 2
+    if jobs < 1:
+        raise ConfigError(f"--jobs must be >= 1, got {jobs}")
+    out = Path(opts.out)
+
+    def written() -> int:
+        return sum(result_path(out, r.spec.name, r.run_name, r.seed).exists() for r in runs)
+
+    def follow(done: Any) -> None:
+        with tqdm(total=len(runs), desc="tuned runs", unit="run", disable=opts.no_progress, dynamic_ncols=True) as bar:
+            while not done():
+                time.sleep(1.0)
+                bar.n = written()
+                bar.refresh()
+            bar.n = written()
+            bar.refresh()
+
+    print(f"tuned runs with {jobs} worker processes ({opts.threads} threads each), each claiming whole rows: "
+          f"python {shlex.join(worker_argv(opts, opts.threads, 1, found[0].storage, finals=True))} "
+          "(and --worker 2 ...)")
+    _processes(opts, found, jobs, True, follow)
+
+
+def _processes(opts: TuneOptions, found: list[studies.Study], jobs: int, finals: bool, follow: Any) -> None:
+    """``jobs`` worker processes (of the studies, or of the tuned runs with ``finals``), their logs in the studies'
+    folder; ``follow(done)`` shows their progress until all ended; RunError naming the first that failed."""
     storage = found[0].storage
     logs = found[0].folder / "workers"
     logs.mkdir(parents=True, exist_ok=True)
-    print(f"tuning with {jobs} worker processes ({opts.threads} threads each): "
-          f"python {shlex.join(worker_argv(opts, opts.threads, 1, storage))} (and --worker 2 ...)")
+    stem = "tuned-worker" if finals else "worker"
     procs = []
     for i in range(jobs):
-        with open(logs / f"worker{i}.log", "w") as log:
-            procs.append(subprocess.Popen([sys.executable, *worker_argv(opts, opts.threads, i + 1, storage)],
+        with open(logs / f"{stem}{i}.log", "w") as log:
+            procs.append(subprocess.Popen([sys.executable, *worker_argv(opts, opts.threads, i + 1, storage, finals)],
                                           stdout=subprocess.DEVNULL, stderr=log))
-    _follow(found, opened, lambda: all(p.poll() is not None for p in procs), opts.no_progress)
+    try:
+        follow(lambda: all(p.poll() is not None for p in procs))
+    finally:  # interrupted: the workers end with this command (a re-run resumes them)
+        for p in procs:
+            if p.poll() is None:
+                p.terminate()
     failed = [(i, p.returncode) for i, p in enumerate(procs) if p.returncode != 0]
     if failed:
         i, code = failed[0]
-        said = error_line((logs / f"worker{i}.log").read_text(errors="replace"))
-        raise RunError(f"tuning worker {i} exited with status {code}: {said} "
-                       f"(its log: {logs / f'worker{i}.log'})")
+        said = error_line((logs / f"{stem}{i}.log").read_text(errors="replace"))
+        raise RunError(f"{'the tuned runs' if finals else 'tuning'} worker {i} exited with status {code}: {said} "
+                       f"(its log: {logs / f'{stem}{i}.log'})")
 
 
 def _slurm(opts: TuneOptions, found: list[studies.Study], opened: list[Any], jobs: int) -> None:

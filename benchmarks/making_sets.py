@@ -1,0 +1,100 @@
+"""The studies of a reference set still being made, carried from one machine to the next through the repository.
+
+A set's studies can take longer than one machine stays up (the synthetic set's 440 trials took about six
+trial-hours here), and only what is committed outlives the machine. Every study of a set lives in one file,
+``RESULTS/SET/TASK/_tune/studies.db``; the trials it holds are never run again, and a study killed in a trial resumes
+by running that trial's settings again (:func:`harness.tune.storage.recover`). So a set being made is carried as that
+one file, under ``results/making/SET/TASK/_tune/studies.db``, which nothing else reads (no result file, no manifest):
+
+    python -m benchmarks.making_sets save results/reference synthetic     # a consistent copy into results/making
+    python -m benchmarks.making_sets restore results/reference synthetic  # back, where RESULTS holds none yet
+
+``benchmarks/reference_table.sh`` restores before it makes each set, so the same command goes on where the last
+machine stopped; the copy under ``results/making`` is removed in the commit that lands the set. ``save`` copies with
+SQLite's backup API, so a copy taken while the workers write is still one consistent state of the studies.
+"""
+from __future__ import annotations
+
+import argparse
+import sqlite3
+import sys
+from pathlib import Path
+
+MAKING = Path("results") / "making"
+STUDIES = Path("_tune") / "studies.db"
+
+
+def storages(folder: Path) -> list[Path]:
+    """The ``TASK/_tune/studies.db`` files of one set's folder, sorted."""
+    return sorted(p for p in Path(folder).glob(f"*/{STUDIES.as_posix()}") if p.is_file())
+
+
+def _copy(src: Path, dst: Path) -> None:
+    """A consistent copy of the SQLite file ``src`` at ``dst`` (written beside it, then moved into place)."""
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    part = dst.with_name(dst.name + ".part")
+    part.unlink(missing_ok=True)
+    source = sqlite3.connect(f"file:{src}?mode=ro", uri=True)
+    target = sqlite3.connect(part)
+    try:
+        with target:
+            source.backup(target)
+    finally:
+        source.close()
+        target.close()
+    part.replace(dst)
+
+
+def trial_counts(db: Path) -> dict[str, int]:
+    """Trials per study in a studies file, by state name (``{"COMPLETE": 30, "RUNNING": 1}``)."""
+    connection = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        rows = connection.execute("SELECT state, COUNT(*) FROM trials GROUP BY state").fetchall()
+    finally:
+        connection.close()
+    return {str(state): int(n) for state, n in rows}
+
+
+def save(results: Path, name: str, making: Path = MAKING) -> list[Path]:
+    """Copy the studies of the set ``results/name`` into ``making/name``; the files written."""
+    found = storages(Path(results) / name)
+    if not found:
+        raise SystemExit(f"error: {Path(results) / name} holds no */{STUDIES.as_posix()}: name a set folder whose "
+                         "studies have begun (python -m harness leaderboard ... --out RESULTS)")
+    written = []
+    for db in found:
+        dst = Path(making) / name / db.relative_to(Path(results) / name)
+        _copy(db, dst)
+        written.append(dst)
+        print(f"saved {db} -> {dst}: trials {trial_counts(dst)}")
+    return written
+
+
+def restore(results: Path, name: str, making: Path = MAKING) -> list[Path]:
+    """Copy the carried studies of ``name`` back under ``results/name``, each only where none is there; the files
+    written (none when nothing is carried)."""
+    written = []
+    for db in storages(Path(making) / name):
+        dst = Path(results) / name / db.relative_to(Path(making) / name)
+        if dst.exists():
+            print(f"{dst} exists: its studies go on (the carried copy {db} is left unused)")
+            continue
+        _copy(db, dst)
+        written.append(dst)
+        print(f"restored {db} -> {dst}: trials {trial_counts(dst)}")
+    return written
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.making_sets", description=__doc__.split("\n")[0])
+    parser.add_argument("action", choices=("save", "restore"))
+    parser.add_argument("results", type=Path, help="the folder of the sets (e.g. results/reference)")
+    parser.add_argument("set", help="the set's name (its folder under RESULTS), e.g. synthetic")
+    parser.add_argument("--making", type=Path, default=MAKING, help=f"where sets being made are kept ({MAKING})")
+    args = parser.parse_args(argv)
+    (save if args.action == "save" else restore)(args.results, args.set, args.making)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

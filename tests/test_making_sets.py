@@ -1,0 +1,54 @@
+"""Carrying a set's studies through the repository (benchmarks/making_sets.py): a consistent copy out, a copy back
+only where none is, and the carried studies open with every trial."""
+from __future__ import annotations
+
+import optuna
+import pytest
+
+from benchmarks import making_sets
+
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+
+def _studies(folder, trials):
+    db = folder / "synthetic" / "synthetic" / "_tune" / "studies.db"
+    db.parent.mkdir(parents=True)
+    study = optuna.create_study(study_name="synthetic.swamp.abc", storage=f"sqlite:///{db}")
+    for i in range(trials):
+        study.add_trial(optuna.trial.create_trial(params={"x": i / 10},
+                                                  distributions={"x": optuna.distributions.FloatDistribution(0, 1)},
+                                                  value=float(i)))
+    study.ask()  # a trial left running, as a killed worker leaves it
+    return db
+
+
+def _values(db):
+    study = optuna.load_study(study_name="synthetic.swamp.abc", storage=f"sqlite:///{db}")
+    return [(t.number, t.state.name, t.value, t.params) for t in study.get_trials()]
+
+
+def test_saved_studies_come_back_with_every_trial_and_never_over_studies_already_there(tmp_path, capsys):
+    db = _studies(tmp_path / "made", 3)
+    making = tmp_path / "making"
+    (saved,) = making_sets.save(tmp_path / "made", "synthetic", making)
+    assert saved == making / "synthetic" / "synthetic" / "_tune" / "studies.db"
+    assert making_sets.trial_counts(saved) == {"COMPLETE": 3, "RUNNING": 1}
+    assert "trials {'COMPLETE': 3, 'RUNNING': 1}" in capsys.readouterr().out
+    assert not list(making.rglob("*.part"))
+
+    (back,) = making_sets.restore(tmp_path / "fresh", "synthetic", making)
+    assert _values(back) == _values(db) and len(_values(back)) == 4
+    # a restore where the set's studies already are leaves them as they are
+    optuna.load_study(study_name="synthetic.swamp.abc", storage=f"sqlite:///{back}").ask()
+    assert making_sets.restore(tmp_path / "fresh", "synthetic", making) == []
+    assert len(_values(back)) == 5 and "its studies go on" in capsys.readouterr().out
+    assert making_sets.restore(tmp_path / "fresh", "wikipedia", making) == []  # nothing carried: nothing done
+
+
+def test_saving_a_set_whose_studies_have_not_begun_names_what_is_missing(tmp_path):
+    (tmp_path / "made" / "synthetic").mkdir(parents=True)
+    with pytest.raises(SystemExit, match=r"holds no \*/_tune/studies.db"):
+        making_sets.save(tmp_path / "made", "synthetic", tmp_path / "making")
+    assert not (tmp_path / "making").exists()
+    assert making_sets.main(["restore", str(tmp_path / "made"), "synthetic", "--making",
+                             str(tmp_path / "making")]) == 0
