@@ -8,6 +8,7 @@ one file, under ``results/making/SET/TASK/_tune/studies.db``, which nothing else
 
     python -m benchmarks.making_sets save results/reference synthetic     # a consistent copy into results/making
     python -m benchmarks.making_sets restore results/reference synthetic  # back, where RESULTS holds none yet
+    python -m benchmarks.making_sets status                               # the trials of each carried study
 
 ``benchmarks/reference_table.sh`` restores before it makes each set, so the same command goes on where the last
 machine stopped; the copy under ``results/making`` is removed in the commit that lands the set. ``save`` copies with
@@ -55,6 +56,30 @@ def trial_counts(db: Path) -> dict[str, int]:
     return {str(state): int(n) for state, n in rows}
 
 
+def study_counts(db: Path) -> dict[str, dict[str, int]]:
+    """Trials per study of a studies file and state name (``{"synthetic.swamp.…": {"COMPLETE": 30}}``)."""
+    connection = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        rows = connection.execute("SELECT s.study_name, t.state, COUNT(*) FROM studies s JOIN trials t "
+                                  "ON t.study_id = s.study_id GROUP BY s.study_name, t.state").fetchall()
+    finally:
+        connection.close()
+    found: dict[str, dict[str, int]] = {}
+    for study, state, n in rows:
+        found.setdefault(str(study), {})[str(state)] = int(n)
+    return found
+
+
+def status(making: Path = MAKING) -> list[str]:
+    """One line per study carried: the set, the study and its trials by state (the finished ones count)."""
+    lines = []
+    for db in sorted(Path(making).glob(f"*/*/{STUDIES.as_posix()}")):
+        for study, states in sorted(study_counts(db).items()):
+            finished = sum(n for state, n in states.items() if state in ("COMPLETE", "PRUNED", "FAIL"))
+            lines.append(f"{db.relative_to(making).parts[0]}  {study}  {finished} finished  {states}")
+    return lines
+
+
 def save(results: Path, name: str, making: Path = MAKING) -> list[Path]:
     """Copy the studies of the set ``results/name`` into ``making/name``; the files written."""
     found = storages(Path(results) / name)
@@ -87,11 +112,16 @@ def restore(results: Path, name: str, making: Path = MAKING) -> list[Path]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.making_sets", description=__doc__.split("\n")[0])
-    parser.add_argument("action", choices=("save", "restore"))
-    parser.add_argument("results", type=Path, help="the folder of the sets (e.g. results/reference)")
-    parser.add_argument("set", help="the set's name (its folder under RESULTS), e.g. synthetic")
+    parser.add_argument("action", choices=("save", "restore", "status"))
+    parser.add_argument("results", type=Path, nargs="?", help="the folder of the sets (e.g. results/reference)")
+    parser.add_argument("set", nargs="?", help="the set's name (its folder under RESULTS), e.g. synthetic")
     parser.add_argument("--making", type=Path, default=MAKING, help=f"where sets being made are kept ({MAKING})")
     args = parser.parse_args(argv)
+    if args.action == "status":
+        print("\n".join(status(args.making)) or f"no set is being made under {args.making}")
+        return 0
+    if args.results is None or args.set is None:
+        parser.error(f"{args.action} needs RESULTS and SET, e.g. {args.action} results/reference synthetic")
     (save if args.action == "save" else restore)(args.results, args.set, args.making)
     return 0
 

@@ -43,6 +43,10 @@ def test_saved_studies_come_back_with_every_trial_and_never_over_studies_already
     assert making_sets.restore(tmp_path / "fresh", "synthetic", making) == []
     assert len(_values(back)) == 5 and "its studies go on" in capsys.readouterr().out
     assert making_sets.restore(tmp_path / "fresh", "wikipedia", making) == []  # nothing carried: nothing done
+    (line,) = making_sets.status(making)
+    assert line.startswith("synthetic  synthetic.swamp.abc  3 finished") and "'RUNNING': 1" in line
+    assert making_sets.main(["status", "--making", str(tmp_path / "none")]) == 0
+    assert "no set is being made" in capsys.readouterr().out
 
 
 def test_saving_a_set_whose_studies_have_not_begun_names_what_is_missing(tmp_path):
