@@ -317,3 +317,56 @@ def test_a_plugin_row_is_tuned_beside_infonce_from_another_working_directory(tmp
     assert table["rows"]["dcl"]["role"] == "candidate" and set(table["cells"]["dcl"]["values"]) == {"0", "1"}
     assert any(c["of"] == "dcl" and c["rival"] == "infonce" for c in table["comparisons"])
     assert "| dcl " in (elsewhere / "ref" / "reference.md").read_text()
+
+
+# --- the script that makes every set names rows and metrics its tasks have, and the rows its claims compare -----
+
+def _script_sets() -> dict[str, tuple[str, str | None, str | None, str | None]]:
+    """The sets of benchmarks/reference_table.sh: name -> (task, --metric, --rows, --name), its variables expanded."""
+    import re
+    import shlex
+
+    text = (ROOT / "benchmarks" / "reference_table.sh").read_text()
+    variables = dict(re.findall(r"^(\w+)=([\w,+]+)$", text, flags=re.M))
+    found = {}
+    for name, words in re.findall(r'^\s+"([\w.-]+)\|([^"]+)"$', text, flags=re.M):
+        argv = shlex.split(re.sub(r"\$(\w+)", lambda m: variables.get(m.group(1), m.group(0)), words))
+        given = {argv[i]: argv[i + 1] for i in range(1, len(argv) - 1) if argv[i].startswith("--")}
+        found[name] = (argv[0], given.get("--metric"), given.get("--rows"), given.get("--name"))
+    return found
+
+
+def test_the_set_script_names_rows_and_metrics_its_tasks_have_and_the_rows_each_claim_compares():
+    import yaml
+
+    from harness.config import spec as specs
+    from harness.report.rows import CONTRASTIVE, SWAMP, WITH_SWAMP
+    from harness.tune.reference_sets import block_of, chosen_rows, set_name
+
+    made = {}
+    for name, (task, metric, rows, named) in _script_sets().items():
+        spec = specs.load_task(ROOT / task)
+        block = block_of(spec)
+        chosen = chosen_rows(block, rows)  # unknown rows are refused here
+        metric = metric or block.metric
+        assert metric in spec.metrics.names(), name
+        assert set_name(spec, metric, block, named) == name  # the folder the script's name says
+        made[name] = chosen
+    assert {"synthetic", "wikipedia", "msrvtt_vgg128", "qmul_chairs_pretrained", "qmul_shoes_pretrained",
+            "quickdraw_halves"} <= set(made)
+    ledger = yaml.safe_load((ROOT / "claims" / "swamp-aistats2023.yaml").read_text())
+    checked = 0
+    for claim in ledger["claims"]:
+        for item in claim.get("evidence", []):
+            tuned = item.get("tuned") if isinstance(item, dict) else None
+            if not tuned or Path(tuned["results"]).parent != Path("results/reference") \
+                    or Path(tuned["results"]).name not in made:
+                continue
+            rows = made[Path(tuned["results"]).name]
+            roles = {r.role for r in rows.values()}
+            assert SWAMP in roles and sum(r.role == CONTRASTIVE for r in rows.values()) == 4, claim["id"]
+            if tuned.get("base"):  # an add-on claim: X and X + SwAMP for every X, so best-with against best-without
+                bases = {r.base for r in rows.values() if r.role == WITH_SWAMP}
+                assert tuned["base"] in rows and bases == {n for n, r in rows.items() if r.role == CONTRASTIVE}
+            checked += 1
+    assert checked == 8  # synthetic, its class R@1, Wikipedia and its t2i, MSR-VTT and its MedR, both QMUL sets
