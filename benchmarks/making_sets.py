@@ -4,7 +4,9 @@ A set's studies can take longer than one machine stays up (the synthetic set's 4
 trial-hours here), and only what is committed outlives the machine. Every study of a set lives in one file,
 ``RESULTS/SET/TASK/_tune/studies.db``; the trials it holds are never run again, and a study killed in a trial resumes
 by running that trial's settings again (:func:`harness.tune.storage.recover`). So a set being made is carried as that
-one file, under ``results/making/SET/TASK/_tune/studies.db``, which nothing else reads (no result file, no manifest):
+one file, under ``results/making/SET/TASK/_tune/studies.db``, with the tuned runs finished so far packed in one
+archive, ``results/making/SET/tuned.tar`` (their result files and per-query ranks, as a landed set commits them).
+Nothing else reads that folder (no result file or manifest lies there as such):
 
     python -m benchmarks.making_sets save results/reference synthetic     # a consistent copy into results/making
     python -m benchmarks.making_sets restore results/reference synthetic  # back, where RESULTS holds none yet
@@ -19,10 +21,13 @@ from __future__ import annotations
 import argparse
 import sqlite3
 import sys
+import tarfile
 from pathlib import Path
 
 MAKING = Path("results") / "making"
 STUDIES = Path("_tune") / "studies.db"
+TUNED = "tuned.tar"  # the finished tuned runs' files of a set being made, relative to the set's folder
+RESULTS = "*/*@tuned/seed*.json"  # a tuned run's result file, written when it ended
 
 
 def storages(folder: Path) -> list[Path]:
@@ -80,18 +85,51 @@ def status(making: Path = MAKING) -> list[str]:
     return lines
 
 
+def tuned_files(folder: Path) -> list[Path]:
+    """The files of the finished tuned runs of one set's folder, relative to it, sorted: each result file (written
+    when its run ended) with its per-query ranks where it has them."""
+    found = []
+    for result in Path(folder).glob(RESULTS):
+        ranks = result.with_name(f"{result.stem}.ranks.npz")
+        found += [p.relative_to(folder) for p in (result, ranks) if p.is_file()]
+    return sorted(found)
+
+
+def _pack(folder: Path, names: list[Path], dst: Path) -> None:
+    """``names`` (relative to ``folder``) in the archive ``dst``, in order, with no owner or time of this machine."""
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    part = dst.with_name(dst.name + ".part")
+    with tarfile.open(part, "w") as archive:
+        for name in names:
+            info = archive.gettarinfo(str(folder / name), arcname=name.as_posix())
+            info.uid = info.gid = 0
+            info.uname = info.gname = ""
+            info.mtime = 0
+            with open(folder / name, "rb") as handle:
+                archive.addfile(info, handle)
+    part.replace(dst)
+
+
 def save(results: Path, name: str, making: Path = MAKING) -> list[Path]:
-    """Copy the studies of the set ``results/name`` into ``making/name``; the files written."""
-    found = storages(Path(results) / name)
+    """Copy the studies of the set ``results/name`` into ``making/name``, with its finished tuned runs packed in
+    ``making/name/tuned.tar`` (none: no archive); the files written."""
+    folder = Path(results) / name
+    found = storages(folder)
     if not found:
-        raise SystemExit(f"error: {Path(results) / name} holds no */{STUDIES.as_posix()}: name a set folder whose "
+        raise SystemExit(f"error: {folder} holds no */{STUDIES.as_posix()}: name a set folder whose "
                          "studies have begun (python -m harness leaderboard ... --out RESULTS)")
     written = []
     for db in found:
-        dst = Path(making) / name / db.relative_to(Path(results) / name)
+        dst = Path(making) / name / db.relative_to(folder)
         _copy(db, dst)
         written.append(dst)
         print(f"saved {db} -> {dst}: trials {trial_counts(dst)}")
+    runs = tuned_files(folder)
+    archive = Path(making) / name / TUNED
+    if runs:
+        _pack(folder, runs, archive)
+        written.append(archive)
+        print(f"saved {sum(p.suffix == '.json' for p in runs)} finished tuned runs -> {archive}")
     return written
 
 
@@ -107,6 +145,39 @@ def restore(results: Path, name: str, making: Path = MAKING) -> list[Path]:
         _copy(db, dst)
         written.append(dst)
         print(f"restored {db} -> {dst}: trials {trial_counts(dst)}")
+    archive = Path(making) / name / TUNED
+    if archive.is_file():
+        written += _unpack(archive, Path(results) / name)
+    return written
+
+
+def _result_of(path: Path) -> Path:
+    """The result file of a tuned run's file (``seed3.ranks.npz`` -> ``seed3.json``)."""
+    return path.with_name(f"{path.name.split('.')[0]}.json")
+
+
+def _unpack(archive: Path, folder: Path) -> list[Path]:
+    """The archive's tuned runs that ``folder`` does not hold yet, written there, each whole: a run whose result file
+    is here already (finished here) keeps every file of its own."""
+    written = []
+    with tarfile.open(archive) as packed:
+        members = packed.getmembers()
+        for member in members:
+            if not member.isfile() or Path(member.name).is_absolute() or ".." in Path(member.name).parts:
+                raise SystemExit(f"error: {archive} holds {member.name!r}, not a file of a set's tuned runs")
+        here = {m.name for m in members if (folder / _result_of(Path(m.name))).exists()}
+        for member in members:
+            target = folder / member.name
+            if member.name in here:
+                continue
+            target.parent.mkdir(parents=True, exist_ok=True)
+            source = packed.extractfile(member)
+            assert source is not None  # a regular file's member
+            part = target.with_name(target.name + ".part")
+            part.write_bytes(source.read())
+            part.replace(target)
+            written.append(target)
+    print(f"restored {sum(p.suffix == '.json' for p in written)} finished tuned runs from {archive}")
     return written
 
 

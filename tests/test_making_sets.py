@@ -49,6 +49,37 @@ def test_saved_studies_come_back_with_every_trial_and_never_over_studies_already
     assert "no set is being made" in capsys.readouterr().out
 
 
+def test_finished_tuned_runs_travel_with_the_studies_and_never_replace_a_run_made_here(tmp_path, capsys):
+    made = tmp_path / "made"
+    _studies(made, 2)
+    runs = made / "synthetic" / "synthetic"
+    for run, seeds in (("swamp@tuned", (0, 1)), ("contrastive@tuned", (0,))):
+        (runs / run).mkdir()
+        for seed in seeds:
+            (runs / run / f"seed{seed}.json").write_text(f'{{"run": "{run}", "seed": {seed}}}')
+            (runs / run / f"seed{seed}.ranks.npz").write_bytes(bytes([seed, 1, 2]))
+    (runs / "contrastive@tuned" / "seed1.ranks.npz").write_bytes(b"unfinished")  # a run still training: no result
+    (runs / "contrastive@tuned" / "seed1.resume.pt").write_bytes(b"checkpoint")
+    making = tmp_path / "making"
+    written = making_sets.save(made, "synthetic", making)
+    assert making / "synthetic" / "tuned.tar" in written and "saved 3 finished tuned runs" in capsys.readouterr().out
+    fresh = tmp_path / "fresh" / "synthetic" / "synthetic"
+    (fresh / "swamp@tuned").mkdir(parents=True)
+    (fresh / "swamp@tuned" / "seed1.json").write_text("made here")
+    back = making_sets.restore(tmp_path / "fresh", "synthetic", making)
+    restored = sorted(p.relative_to(fresh).as_posix() for p in back if p.suffix != ".db")
+    assert restored == ["contrastive@tuned/seed0.json", "contrastive@tuned/seed0.ranks.npz",
+                        "swamp@tuned/seed0.json", "swamp@tuned/seed0.ranks.npz"]
+    assert (fresh / "swamp@tuned" / "seed1.json").read_text() == "made here"  # with none of the carried run's files
+    assert not (fresh / "swamp@tuned" / "seed1.ranks.npz").exists()
+    assert (fresh / "swamp@tuned" / "seed0.json").read_text() == '{"run": "swamp@tuned", "seed": 0}'
+    assert not (fresh / "contrastive@tuned" / "seed1.ranks.npz").exists() and not list(fresh.rglob("*.pt"))
+    # the archive is the same bytes whenever it is packed: no time or owner of the machine
+    first = (making / "synthetic" / "tuned.tar").read_bytes()
+    making_sets.save(made, "synthetic", making)
+    assert (making / "synthetic" / "tuned.tar").read_bytes() == first
+
+
 def test_saving_a_set_whose_studies_have_not_begun_names_what_is_missing(tmp_path):
     (tmp_path / "made" / "synthetic").mkdir(parents=True)
     with pytest.raises(SystemExit, match=r"holds no \*/_tune/studies.db"):
