@@ -102,7 +102,8 @@ def tune(parser: argparse.ArgumentParser, seeds: str) -> None:
                         help="Optuna storage URL (default: sqlite:///OUT/TASK/_tune/studies.db; with --launcher "
                              "slurm, Optuna's journal file journal:///OUT/TASK/_tune/studies.log); "
                              "journal:///ABSOLUTE/PATH names a journal file elsewhere")
-    launcher(parser, "where trials run: this process (default), --jobs worker processes, or --jobs SLURM jobs")
+    launcher(parser, "where trials run: this process (default), --jobs worker processes, or --jobs SLURM jobs; "
+                     "with local, the tuned runs too, each worker training whole rows")
     parser.add_argument("--slurm", default=None, metavar="KEY=VALUE,...",
                         help="SLURM options over the task file's launcher.slurm section (docs/slurm.md)")
     parser.add_argument("--prune", choices=("none", "median"), default="none",
