@@ -133,14 +133,36 @@ def save(results: Path, name: str, making: Path = MAKING) -> list[Path]:
     return written
 
 
+def _finished(counts: dict[str, int]) -> int:
+    return sum(n for state, n in counts.items() if state in ("COMPLETE", "PRUNED", "FAIL"))
+
+
+def _ahead(here: Path, carried: Path) -> bool:
+    """Whether the studies file ``here`` holds every carried study with at least as many finished trials (the same
+    making, gone further on this machine); SystemExit when it holds other studies or fewer trials, which a restore
+    would otherwise mix or lose."""
+    mine, theirs = study_counts(here), study_counts(carried)
+    missing = sorted(set(theirs) - set(mine))
+    behind = sorted(s for s in theirs if s in mine and _finished(mine[s]) < _finished(theirs[s]))
+    if not missing and not behind:
+        return True
+    why = (f"it lacks the carried studies {', '.join(missing[:3])}{' ...' if len(missing) > 3 else ''} (the set's "
+           "committed first making, or another)") if missing else \
+        f"its studies {', '.join(behind[:3])} have fewer finished trials than the carried ones"
+    raise SystemExit(f"error: {here} holds studies other than those carried in {carried}: {why}. Remove "
+                     f"{here.parent.parent.parent} to go on from the carried studies, or save this folder's with "
+                     "python -m benchmarks.making_sets save to carry it instead")
+
+
 def restore(results: Path, name: str, making: Path = MAKING) -> list[Path]:
-    """Copy the carried studies of ``name`` back under ``results/name``, each only where none is there; the files
-    written (none when nothing is carried)."""
+    """Copy the carried studies of ``name`` back under ``results/name`` where none are there; a studies file there
+    that is the same making gone further is left to go on, any other is refused (:func:`_ahead`). The files written
+    (none when nothing is carried)."""
     written = []
     for db in storages(Path(making) / name):
         dst = Path(results) / name / db.relative_to(Path(making) / name)
-        if dst.exists():
-            print(f"{dst} exists: its studies go on (the carried copy {db} is left unused)")
+        if dst.exists() and _ahead(dst, db):
+            print(f"{dst} holds the carried studies, as far or further: they go on (the carried copy is left unused)")
             continue
         _copy(db, dst)
         written.append(dst)

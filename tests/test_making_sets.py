@@ -38,10 +38,10 @@ def test_saved_studies_come_back_with_every_trial_and_never_over_studies_already
 
     (back,) = making_sets.restore(tmp_path / "fresh", "synthetic", making)
     assert _values(back) == _values(db) and len(_values(back)) == 4
-    # a restore where the set's studies already are leaves them as they are
+    # a restore where the set's studies already are, as far or further, leaves them as they are
     optuna.load_study(study_name="synthetic.swamp.abc", storage=f"sqlite:///{back}").ask()
     assert making_sets.restore(tmp_path / "fresh", "synthetic", making) == []
-    assert len(_values(back)) == 5 and "its studies go on" in capsys.readouterr().out
+    assert len(_values(back)) == 5 and "they go on" in capsys.readouterr().out
     assert making_sets.restore(tmp_path / "fresh", "wikipedia", making) == []  # nothing carried: nothing done
     (line,) = making_sets.status(making)
     assert line.startswith("synthetic  synthetic.swamp.abc  3 finished") and "'RUNNING': 1" in line
@@ -78,6 +78,23 @@ def test_finished_tuned_runs_travel_with_the_studies_and_never_replace_a_run_mad
     first = (making / "synthetic" / "tuned.tar").read_bytes()
     making_sets.save(made, "synthetic", making)
     assert (making / "synthetic" / "tuned.tar").read_bytes() == first
+
+
+def test_a_restore_over_other_studies_or_fewer_trials_is_refused_and_changes_nothing(tmp_path):
+    making = tmp_path / "making"
+    _studies(tmp_path / "made", 3)
+    making_sets.save(tmp_path / "made", "synthetic", making)
+    other = tmp_path / "committed" / "synthetic" / "synthetic" / "_tune" / "studies.db"  # an older making's studies
+    other.parent.mkdir(parents=True)
+    optuna.create_study(study_name="synthetic.swamp.old", storage=f"sqlite:///{other}")
+    before = other.read_bytes()
+    with pytest.raises(SystemExit, match=r"lacks the carried studies synthetic.swamp.abc .*Remove .*committed"):
+        making_sets.restore(tmp_path / "committed", "synthetic", making)
+    assert other.read_bytes() == before
+    behind = _studies(tmp_path / "behind", 1)  # the same study, fewer trials finished than carried
+    with pytest.raises(SystemExit, match="fewer finished trials than the carried ones"):
+        making_sets.restore(tmp_path / "behind", "synthetic", making)
+    assert len(_values(behind)) == 2
 
 
 def test_saving_a_set_whose_studies_have_not_begun_names_what_is_missing(tmp_path):
