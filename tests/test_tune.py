@@ -554,6 +554,34 @@ def test_local_workers_share_the_tuned_runs_by_rows_and_write_what_one_process_w
     assert {p: p.stat().st_mtime_ns for p in (tmp_path / "workers").rglob("seed*.json")} == before
 
 
+def test_workers_end_with_the_command_that_started_them_when_it_is_interrupted(tmp_path, monkeypatch):
+    path = tiny(tmp_path)
+    opts = tune_options(path, tmp_path / "out", launcher="local", jobs=2)
+    found = command.setup(opts)
+    started = []
+
+    class Worker:  # a worker process that runs until it is told to end
+        def __init__(self, argv, **_):
+            self.argv, self.returncode = argv, None
+            started.append(self)
+
+        def poll(self):
+            return self.returncode
+
+        def terminate(self):
+            self.returncode = -15
+
+    def interrupted(done):
+        assert not done()
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(workers.subprocess, "Popen", Worker)
+    with pytest.raises(KeyboardInterrupt):
+        workers._processes(opts, found, 2, True, interrupted)
+    assert [w.returncode for w in started] == [-15, -15]
+    assert all("--finals-only" in w.argv and "--studies-only" not in w.argv for w in started)
+
+
 def test_the_parent_names_a_tuned_run_its_workers_did_not_write(tmp_path, monkeypatch):
     path = tiny(tmp_path)
     opts = tune_options(path, tmp_path / "out", methods=("cca",), trials=1, launcher="local", jobs=2, seeds="0")
