@@ -52,13 +52,12 @@ def _copy(src: Path, dst: Path) -> None:
 
 
 def trial_counts(db: Path) -> dict[str, int]:
-    """Trials per study in a studies file, by state name (``{"COMPLETE": 30, "RUNNING": 1}``)."""
-    connection = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
-    try:
-        rows = connection.execute("SELECT state, COUNT(*) FROM trials GROUP BY state").fetchall()
-    finally:
-        connection.close()
-    return {str(state): int(n) for state, n in rows}
+    """Trials of all studies in a studies file, by state name (``{"COMPLETE": 30, "RUNNING": 1}``)."""
+    total: dict[str, int] = {}
+    for states in study_counts(db).values():
+        for state, n in states.items():
+            total[state] = total.get(state, 0) + n
+    return total
 
 
 def study_counts(db: Path) -> dict[str, dict[str, int]]:
@@ -75,13 +74,17 @@ def study_counts(db: Path) -> dict[str, dict[str, int]]:
     return found
 
 
+def _finished(counts: dict[str, int]) -> int:
+    """The finished trials of one study's counts by state (complete, pruned or failed)."""
+    return sum(n for state, n in counts.items() if state in ("COMPLETE", "PRUNED", "FAIL"))
+
+
 def status(making: Path = MAKING) -> list[str]:
     """One line per study carried: the set, the study and its trials by state (the finished ones count)."""
     lines = []
     for db in sorted(Path(making).glob(f"*/*/{STUDIES.as_posix()}")):
         for study, states in sorted(study_counts(db).items()):
-            finished = sum(n for state, n in states.items() if state in ("COMPLETE", "PRUNED", "FAIL"))
-            lines.append(f"{db.relative_to(making).parts[0]}  {study}  {finished} finished  {states}")
+            lines.append(f"{db.relative_to(making).parts[0]}  {study}  {_finished(states)} finished  {states}")
     return lines
 
 
@@ -131,10 +134,6 @@ def save(results: Path, name: str, making: Path = MAKING) -> list[Path]:
         written.append(archive)
         print(f"saved {sum(p.suffix == '.json' for p in runs)} finished tuned runs -> {archive}")
     return written
-
-
-def _finished(counts: dict[str, int]) -> int:
-    return sum(n for state, n in counts.items() if state in ("COMPLETE", "PRUNED", "FAIL"))
 
 
 def _ahead(here: Path, carried: Path) -> bool:

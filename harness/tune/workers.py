@@ -109,19 +109,11 @@ def launch_finals(opts: TuneOptions, found: list[studies.Study], runs: list[Run]
     def written() -> int:
         return sum(result_path(out, r.spec.name, r.run_name, r.seed).exists() for r in runs)
 
-    def follow(done: Any) -> None:
-        with tqdm(total=len(runs), desc="tuned runs", unit="run", disable=opts.no_progress, dynamic_ncols=True) as bar:
-            while not done():
-                time.sleep(1.0)
-                bar.n = written()
-                bar.refresh()
-            bar.n = written()
-            bar.refresh()
-
     print(f"tuned runs with {jobs} worker processes ({opts.threads} threads each), each claiming whole rows: "
           f"python {shlex.join(worker_argv(opts, opts.threads, 1, found[0].storage, finals=True))} "
           "(and --worker 2 ...)")
-    _processes(opts, found, jobs, True, follow)
+    _processes(opts, found, jobs, True,
+               lambda done: _bar(len(runs), written, done, opts.no_progress, "tuned runs", "run"))
 
 
 def _processes(opts: TuneOptions, found: list[studies.Study], jobs: int, finals: bool, follow: Any) -> None:
@@ -180,11 +172,15 @@ def _follow(found: list[studies.Study], opened: list[Any], done: Any, quiet: boo
     def counted() -> int:
         return sum(min(stored.counts(o)["counted"], s.trials) for s, o in zip(found, opened))
 
-    with tqdm(total=sum(s.trials for s in found), desc="tune", unit="trial", disable=quiet,
-              dynamic_ncols=True) as bar:
+    _bar(sum(s.trials for s in found), counted, done, quiet, "tune", "trial", step)
+
+
+def _bar(total: int, count: Any, done: Any, quiet: bool, desc: str, unit: str, step: float = 1.0) -> None:
+    """A progress bar of ``count()`` out of ``total``, read every ``step`` seconds until ``done()``."""
+    with tqdm(total=total, desc=desc, unit=unit, disable=quiet, dynamic_ncols=True) as bar:
         while not done():
             time.sleep(step)
-            bar.n = counted()
+            bar.n = count()
             bar.refresh()
-        bar.n = counted()
+        bar.n = count()
         bar.refresh()
