@@ -14,6 +14,7 @@ import shlex
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -175,7 +176,8 @@ def _follow(found: list[studies.Study], opened: list[Any], done: Any, quiet: boo
     _bar(sum(s.trials for s in found), counted, done, quiet, "tune", "trial", step)
 
 
-def _bar(total: int, count: Any, done: Any, quiet: bool, desc: str, unit: str, step: float = 1.0) -> None:
+def _bar(total: int, count: Callable[[], int], done: Callable[[], bool], quiet: bool, desc: str, unit: str,
+         step: float = 1.0) -> None:
     """A progress bar of ``count()`` out of ``total``, read every ``step`` seconds until ``done()``."""
     with tqdm(total=total, desc=desc, unit=unit, disable=quiet, dynamic_ncols=True) as bar:
         while not done():
