@@ -19,6 +19,7 @@ from harness.run import collapse
 from tests.conftest import ROOT
 
 SYNTHETIC = ROOT / "results" / "reference" / "synthetic"
+RECORDS = ROOT / "tests" / "records"
 NEW_ROWS = {"max_violation": {"method": "contrastive", "role": "contrastive"},
             "infonce": {"method": "contrastive_infonce", "role": "contrastive"},
             "infonce+swamp": {"method": "swamp_infonce", "role": "with_swamp", "base": "infonce"},
@@ -138,8 +139,11 @@ def test_the_committed_synthetic_class_set_is_read_as_uninformative():
     assert found.p_holm == pytest.approx(0.16, abs=0.01)
 
 
-def test_the_committed_siglip_seed_that_failed_is_marked_and_why_collapse_missed_it():
-    result = json.loads((SYNTHETIC / "synthetic" / "contrastive_siglip@tuned" / "seed3.json").read_text())
+def test_the_first_editions_failed_siglip_seed_and_why_collapse_missed_it():
+    """The first edition's synthetic SigLIP seed 3 (45.25 on test, 61.4 on validation against 97.4-98.4 for its other
+    seeds), kept as its own record: the collapse detector, which judges one run alone, rightly finds no collapse in it;
+    only the row's other seeds reveal the failure, which is what the failed-seed rule reads."""
+    result = json.loads((RECORDS / "first_edition_synthetic_siglip_seed3.json").read_text())
     assert result["collapse"] is None and result["metrics"]["a2b/R@1"] == pytest.approx(45.25)
     # random scores on 1,000 validation pairs: R@1 ~ Binomial(1000, 1/1000) / 10, mean 0.1, sd 0.1
     chance = collapse.Chance("a2b/R@1", 0.1, 0.1)
@@ -150,10 +154,16 @@ def test_the_committed_siglip_seed_that_failed_is_marked_and_why_collapse_missed
     assert all(abs(r - 1) > train["collapse_tolerance"] for r in losses)  # never at its collapsed value: no plateau
     assert max(losses[1:]) < 0.6
     assert min(h["val/a2b/R@1"] for h in result["history"][5:]) > 40  # far above chance: no chance signal
+    # its row's validation values in the first edition (seeds 0-4): seed 3 is the one the rule marks
+    first_edition = {0: 98.4, 1: 97.4, 2: 98.1, 3: result["val_at_best"]["a2b/R@1"], 4: 98.4}
+    assert marks.failed_seeds(first_edition, False, 1000) == [3]
+
+
+def test_no_seed_of_the_committed_synthetic_set_failed():
     b = rt.load_set(SYNTHETIC)
-    assert marks.failed_seeds(b.cells["siglip"].val_at_best, b.lower, b.items) == [3]
-    assert "[failed seed 3]" in page.cell_text(b, "siglip", False)
-    assert all(not marks.failed_seeds(c.val_at_best, b.lower, b.items) for n, c in b.cells.items() if n != "siglip")
+    assert len(b.cells) == 11
+    assert all(not marks.failed_seeds(c.val_at_best, b.lower, b.items) for c in b.cells.values())
+    assert "[failed seed" not in page.cell_text(b, "siglip", False)
 
 
 def test_a_failed_seed_injected_into_a_copy_of_a_set_is_marked(tmp_path):
@@ -233,11 +243,20 @@ def test_the_committed_first_edition_sets_are_read_with_their_roles_and_studies(
     assert msrvtt.rows["sum+swamp"].base == "sum" and msrvtt.items == 100
     synthetic = rt.load_set(SYNTHETIC)
     assert synthetic.rows["swamp"].role == rowmodel.SWAMP and synthetic.shown("infonce+swamp") == "InfoNCE + SwAMP"
-    # the trial values read from studies.db (read-only) are the ones the tuned results recorded
+    # the trial values the set's manifest gives are the valued ones its tuned results recorded, in the order they
+    # ran (a trial interrupted with its machine is recorded as failed, has no value and is run again)
+    interrupted = 0
     for name, c in synthetic.cells.items():
         recorded = budgets.from_record(c.results[0]["tuning"])
+        interrupted += recorded.count(None)
         if synthetic.role(name) != rowmodel.FLOOR:
-            assert synthetic.studies[name] == pytest.approx(recorded)
+            assert synthetic.studies[name] == pytest.approx([v for v in recorded if v is not None])
+    assert interrupted == 4
+    # and the ones its studies.db holds (opened read-only)
+    for name in ("infonce", "sum+swamp"):
+        study = json.loads((SYNTHETIC / "leaderboard.json").read_text())["studies"][name]["study"]
+        stored = budgets.from_storage(SYNTHETIC, study)
+        assert [v for v in stored if v is not None] == pytest.approx(synthetic.studies[name])
     db = next(SYNTHETIC.glob("*/_tune/studies.db"))
     assert budgets.from_storage(SYNTHETIC, "no-such-study") is None and db.is_file()
 
