@@ -255,8 +255,7 @@ def test_the_committed_first_edition_sets_are_read_with_their_roles_and_studies(
     assert interrupted == 4
     # and the ones its studies.db holds (opened read-only)
     for name in ("infonce", "sum+swamp"):
-        study = json.loads((SYNTHETIC / "leaderboard.json").read_text())["studies"][name]["study"]
-        stored = budgets.from_storage(SYNTHETIC, study)
+        stored = budgets.from_storage(SYNTHETIC, synthetic.manifest["studies"][name]["study"])
         assert [v for v in stored if v is not None] == pytest.approx(synthetic.studies[name])
     db = next(SYNTHETIC.glob("*/_tune/studies.db"))
     assert budgets.from_storage(SYNTHETIC, "no-such-study") is None and db.is_file()
