@@ -255,8 +255,8 @@ def test_a_saturated_set_gives_the_uninformative_verdict_and_a_tie_is_holm_corre
     path = _tuned_ledger(tmp_path, "synthetic-a2b_class_R_1", "a2b/class_R@1", {"verdict": "uninformative for tuning"})
     (line,) = claims.judge(path, ROOT)
     t = line.tuned
-    assert t.verdict == claims.UNINFORMATIVE and t.rival == "SigLIP" and t.ours == "-0.25"
-    assert "Holm's correction over the 4 tests deciding (adjusted p = 0.162)" in t.why and "ceiling" in t.why
+    assert t.verdict == claims.UNINFORMATIVE and t.rival == "InfoNCE" and t.ours == "-0.11"
+    assert "Holm's correction over the 4 tests deciding (adjusted p = 0.378)" in t.why and "ceiling" in t.why
     assert not [m for m in claims.check([line]) if "under equal tuning): the ledger records" in m]
     assert claims.UNINFORMATIVE not in claims.VERDICTS  # a verdict under equal tuning only
     bad = _ledger(tmp_path, {"results": "results/x", "verdict": "not measured here", "difference": {

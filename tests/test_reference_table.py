@@ -135,8 +135,9 @@ def test_the_committed_synthetic_class_set_is_read_as_uninformative():
     b = rt.load_set(ROOT / "results" / "reference" / "synthetic-a2b_class_R_1")
     assert marks.saturated(b)
     found = verdicts.against_strongest(b)
-    assert found.reading == "uninformative" and found.tests == 4 and found.tested.p < stats.ALPHA
-    assert found.p_holm == pytest.approx(0.16, abs=0.01)
+    assert found.reading == "uninformative" and found.tests == 4
+    assert found.tested.diff == pytest.approx(-0.11, abs=0.005)  # against InfoNCE, the least favourable of the four
+    assert found.p_holm == pytest.approx(0.378, abs=0.001) and found.p_holm >= found.tested.p
 
 
 def test_the_first_editions_failed_siglip_seed_and_why_collapse_missed_it():
