@@ -11,9 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from harness.report import accuracy, stats
 from harness.report import reference_table as rt
 from harness.report import rows as rowmodel
-from harness.report import stats
 from harness.report.reference_table import across, budgets, marks, page, record, verdicts
 from harness.run import collapse
 from tests.conftest import ROOT
@@ -166,6 +166,16 @@ def test_no_seed_of_the_committed_synthetic_set_failed():
     assert len(b.cells) == 11
     assert all(not marks.failed_seeds(c.val_at_best, b.lower, b.items) for c in b.cells.values())
     assert "[failed seed" not in page.cell_text(b, "siglip", False)
+
+
+def test_a_cell_whose_runs_recorded_settings_warnings_is_marked_with_its_footnote():
+    b = rt.load_set(SYNTHETIC)
+    assert any("fitting noise" in w for r in b.cells["cca"].results for w in r["warnings"])
+    assert "[settings warned]" in page.cell_text(b, "cca", False)
+    assert not any(r.get("warnings") for r in b.cells["infonce"].results)
+    assert "[settings warned]" not in page.cell_text(b, "infonce", False)
+    text = page.render([b], {"skipped": "one set"}, {"skipped": "one set"}, "cmd", figures={})
+    assert accuracy.SETTINGS_NOTE in text and "CCA's canonical correlations at 1" in text
 
 
 def test_a_failed_seed_injected_into_a_copy_of_a_set_is_marked(tmp_path):

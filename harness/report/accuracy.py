@@ -195,6 +195,13 @@ def tuned_flag(runs: list[dict[str, Any]], results: list[dict[str, Any]]) -> str
         (f", {pruned} pruned]" if pruned else "]")
 
 
+SETTINGS_NOTE = ("[settings warned]: the run's settings do not fit its data (a batch or SwAMP queue at least as "
+                 "large as the training set, SwAMP's K leaving fewer than two training pairs per prototype, a k of R@k "
+                 "that reaches the number of items a query ranks, CCA's canonical correlations at 1 on the training "
+                 "pairs: a fit to noise); the result files' `warnings` say which, and the run printed them before "
+                 "training.")
+
+
 def fit_flag(runs: list[dict[str, Any]]) -> str:
     """' [settings warned]' when a seed's result file records settings that do not fit its data
     (:func:`harness.run.preflight.fit_warnings`); else ''."""
@@ -263,9 +270,7 @@ def accuracy_footnote(results: list[dict[str, Any]], reference: str | None, test
                      f"validation split's {metric} (the first trial: the task's own settings); rows without the mark "
                      f"use the task's settings. The result files' `tuning` entry holds the study.{uneven}{pruned}")
     if any(r.get("warnings") for r in results):
-        lines.append("[settings warned]: the run's settings do not fit its data (a batch or SwAMP queue at least as "
-                     "large as the training set, a k of R@k that reaches the number of items a query ranks); the "
-                     "result files' `warnings` say which, and the run printed them before training.")
+        lines.append(SETTINGS_NOTE)
     return lines if reference is None else lines + significance_footnote(results, reference, test_stat)
 
 

@@ -43,7 +43,7 @@ def cell_text(board: Board, name: str, bold: bool, not_converged: bool = False) 
     n = f" (n={s.n})" if s.n < 5 else ""
     text = f"{s.mean:.2f}{spread}{n}"
     return (f"**{text}**" if bold else text) + accuracy.collapse_flag(cell.results) + \
-        marks.cell_marks(board, name, not_converged)
+        accuracy.fit_flag(cell.results) + marks.cell_marks(board, name, not_converged)
 
 
 def table_rows(boards: list[Board], found: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
@@ -268,6 +268,8 @@ def render(boards: list[Board], found: dict[str, Any], compared: dict[str, Any],
     lines += [format_table(head, rows, [], "md"), "", CAPTION]
     if any(r.get("collapse") for b in primary for c in b.cells.values() for r in c.results):
         lines += ["", accuracy.collapse_note("a cell's n tuned runs", "the cell")]
+    if any(r.get("warnings") for b in primary for c in b.cells.values() for r in c.results):
+        lines += ["", accuracy.SETTINGS_NOTE]
     lines += ["", "## Budget and convergence of each set", ""]
     lines += [line for b in primary for line in budget_lines(b)]
     lines += ["", "Convergence: a row's best-so-far validation value over its trials in the order they ran; "
