@@ -269,7 +269,7 @@ def accuracy_footnote(results: list[dict[str, Any]], reference: str | None, test
         lines.append(f"[tuned N]: the row's settings were chosen by `harness tune`, N trials of Optuna's TPE on the "
                      f"validation split's {metric} (the first trial: the task's own settings); rows without the mark "
                      f"use the task's settings. The result files' `tuning` entry holds the study.{uneven}{pruned}")
-    if any(r.get("warnings") for r in results):
+    if fit_flag(results):
         lines.append(SETTINGS_NOTE)
     return lines if reference is None else lines + significance_footnote(results, reference, test_stat)
 

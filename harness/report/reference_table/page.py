@@ -266,9 +266,10 @@ def render(boards: list[Board], found: dict[str, Any], compared: dict[str, Any],
         return "\n".join(lines + ["No set with tuned results yet."]) + "\n"
     head, rows = table_rows(primary, found)
     lines += [format_table(head, rows, [], "md"), "", CAPTION]
-    if any(r.get("collapse") for b in primary for c in b.cells.values() for r in c.results):
+    runs = [r for b in primary for c in b.cells.values() for r in c.results]
+    if any(r.get("collapse") for r in runs):
         lines += ["", accuracy.collapse_note("a cell's n tuned runs", "the cell")]
-    if any(r.get("warnings") for b in primary for c in b.cells.values() for r in c.results):
+    if accuracy.fit_flag(runs):
         lines += ["", accuracy.SETTINGS_NOTE]
     lines += ["", "## Budget and convergence of each set", ""]
     lines += [line for b in primary for line in budget_lines(b)]
