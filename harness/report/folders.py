@@ -23,6 +23,7 @@ def tables(folder: Path | str, *, fmt: str = "simple", reference: str | None = N
     if not results:
         raise ConfigError(f"no result files (<method>/seed<k>.json) under {folder}")
     given = files.TableOptions(reference, test_stat, split or "test")
+    checkout = fr.Checkout()  # one for every folder: its caches hold the files the folders' runs share
     writes, mixed = [], []
     for where, subset in files.table_folders(results).items():
         recorded = files.recorded_options(where)
@@ -37,7 +38,7 @@ def tables(folder: Path | str, *, fmt: str = "simple", reference: str | None = N
                                       spread_note=True)
             print(f"{where} (task {runs[0]['task']}{f'; {name}' if len(machines) > 1 else ''})\n\n"
                   f"Accuracy ({options.split})\n{rendered['accuracy']}\n\n"
-                  f"Timing ({model.machine_line(runs)})\n{rendered['timing']}\n\n{code_line(runs)}\n")
+                  f"Timing ({model.machine_line(runs)})\n{rendered['timing']}\n\n{code_line(runs, checkout)}\n")
         if len(machines) > 1:
             mixed.append(f"{where} ({len(machines)} machines: {'; '.join(machines)})")
         writes.append((where, subset, options))
@@ -92,8 +93,8 @@ def code_line(results: list[dict[str, Any]], checkout: fr.Checkout | None = None
     files, dirty, unverifiable). The written tables leave it out: they describe the results, this line the
     results against the code at hand."""
     checkout = checkout or fr.Checkout()
-    judged = {r["run_name"]: fr.combine(fr.judge(x, checkout) for x in results if x["run_name"] == r["run_name"])
-              for r in results}
+    names = dict.fromkeys(r["run_name"] for r in results)  # each run once, in the results' order
+    judged = {n: fr.combine(fr.judge(x, checkout) for x in results if x["run_name"] == n) for n in names}
     counts = {s: sum(1 for j in judged.values() if j.state == s) for s in fr.STATES}
     text = "Code against this checkout: " + ", ".join(f"{n} run(s) {s}" for s, n in counts.items() if n)
     for name, j in judged.items():

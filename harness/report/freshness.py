@@ -106,6 +106,7 @@ class Checkout:
         self._cosmetic: dict[tuple[str, str], tuple[bool, tuple[str, ...]]] = {}
         self._data: dict[str, str | None] = {}
         self._normal: dict[str, str | None] = {}
+        self._here: dict[str, str | None] = {}
         self._carries: list[ca.Carry] | None = None
         self.commit, self.head_blobs = ex.commit_blobs(self.root)
 
@@ -130,8 +131,7 @@ class Checkout:
         now = self.current(name)
         if now is None or not any(c.file == name for c in self.carries):
             return None
-        data = self.read(name)
-        here = None if data is None else ex.normalized_source(data.decode("utf-8", "replace"), Path(name).suffix)
+        here = self.normalized_here(name)
 
         def same(a: ca.Version, b: ca.Version) -> bool:
             left, right = self._normalized(name, a.blob), self._normalized(name, b.blob)
@@ -140,6 +140,14 @@ class Checkout:
         route = ca.chain(name, ca.Version(sha, sha1 or ""), now, self.carries, same,
                          lambda v: here is not None and self._normalized(name, v.blob) == here)
         return None if route is None else tuple(sorted({c for step in route for c in step.canaries}))
+
+    def normalized_here(self, name: str) -> str | None:
+        """The form the cosmetic rule compares of file ``name`` in this checkout; None when it is gone."""
+        if name not in self._here:
+            data = self.read(name)
+            self._here[name] = None if data is None else ex.normalized_source(data.decode("utf-8", "replace"),
+                                                                               Path(name).suffix)
+        return self._here[name]
 
     def current(self, name: str) -> str | None:
         """SHA-256 of the file ``name`` in this checkout; None when it is gone."""
@@ -180,7 +188,7 @@ class Checkout:
                 self._cosmetic[key] = (False, ())
             else:
                 old_text, new_text = old.decode("utf-8", "replace"), new.decode("utf-8", "replace")
-                same = ex.normalized_source(old_text) == ex.normalized_source(new_text)
+                same = self._normalized(name, sha1 or "") == self.normalized_here(name)
                 self._cosmetic[key] = (same, () if same else changed_functions(old_text, new_text))
         return self._cosmetic[key]
 
