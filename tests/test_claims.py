@@ -264,3 +264,14 @@ def test_a_saturated_set_gives_the_uninformative_verdict_and_a_tie_is_holm_corre
                                                                "rival": "infonce"}}, None, "not measured here")
     with pytest.raises(ConfigError, match="unknown key"):
         claims.load(bad)
+
+
+def test_a_seed_mark_of_a_compared_row_is_named_beside_the_tuned_verdict(tmp_path):
+    """The committed Wikipedia t2i set: SwAMP alone's study optimum (seed 0) is not held by its other seeds, so the
+    ledger names the mark beside the verdict, as it names a collapse; SigLIP's cell has no mark."""
+    path = _tuned_ledger(tmp_path, "wikipedia-t2i_class_mAP", "t2i/class_mAP", {"verdict": "not reproduced"})
+    (line,) = claims.judge(path, ROOT)
+    t = line.tuned
+    assert t.verdict == claims.NOT_REPRODUCED and t.rival == "SigLIP" and t.ours == "-1.85"
+    assert t.flags == "SwAMP optimum of seed 0 only"
+    assert "[SwAMP optimum of seed 0 only]" in t.shown()

@@ -102,7 +102,9 @@ def _judged(b: rt.Board, found: rt.Against, trials: int, metric: str, expect: st
     budget = f"{trials} trials per method" + (f", {min(minutes.values()):.1f}–{max(minutes.values()):.1f} trial-min"
                                               if minutes else "")
     why += "; trial-min: " + ", ".join(f"{b.shown(r)} {m:.1f}" for r, m in minutes.items())
-    flagged = "; ".join(filter(None, (flag_text(b.shown(r), b.cells[r].results) for r in (found.of, found.rival))))
+    flagged = "; ".join(filter(None, [flag_text(b.shown(r), b.cells[r].results) for r in (found.of, found.rival)]
+                               + [f"{b.shown(r)} {m.strip('[]')}" for r in (found.of, found.rival)
+                                  for m in rt.seed_marks(b, r)]))
     return Tuned(verdict=verdict, ours=f"{diff:+.2f}", interval=stats.interval_text(tested.ci),
                  rival=b.shown(found.rival), budget=budget, why=why,
                  freshness=fr.combine(fr.judge(r, checkout) for r in mine.results + theirs.results), value=diff,

@@ -24,6 +24,7 @@ from harness.report.reference_table.boards import (
     read_manifest,
     write_manifest,
 )
+from harness.report.reference_table.marks import seed_marks
 from harness.report.reference_table.page import across_lines, against_line, comparison_lines, each_line, render
 from harness.report.reference_table.record import Options, recorded, summary, table, write
 from harness.report.reference_table.verdicts import (
@@ -44,6 +45,6 @@ __all__ = [
     "MANIFEST", "Against", "Board", "Cell", "Options", "across_lines", "against_each", "against_line",
     "against_strongest", "bayes", "bayes_all", "best_with_without", "bold_rows", "cd_diagram", "comparison_lines",
     "comparisons", "complete_rows", "each_line", "equal_budget", "holm", "load_boards", "load_set", "pairs", "ranks",
-    "read_manifest", "recorded", "render", "strongest", "summary", "table", "tied", "validation_values", "write",
-    "write_manifest",
+    "read_manifest", "recorded", "render", "seed_marks", "strongest", "summary", "table", "tied", "validation_values",
+    "write", "write_manifest",
 ]

@@ -48,6 +48,7 @@ class Cell:
     val_at_best: dict[int, float] = field(default_factory=dict)  # seed -> validation value at its selected epoch
     dims: int | None = None  # the study's search-space dimensions
     run_hours: float = 0.0  # the tuned runs' summed wall-clock
+    study_seed: int | None = None  # the seed the study trained its trials with
 
     @property
     def summary(self) -> stats.Summary:
@@ -188,7 +189,8 @@ def make_cell(name: str, method: str, runs: list[dict[str, Any]], metric: str) -
         step_ms=step_ms(runs), contended=sum(1 for r in runs if "train" in contention.contended_phases(r)),
         best=dict(tuning.get("best") or {}), results=runs, val_at_best=val,
         dims=len(tuning["space"]) if isinstance(tuning.get("space"), Mapping) else None,
-        run_hours=sum(float(r.get("wall_s") or 0.0) for r in runs) / 3600.0)
+        run_hours=sum(float(r.get("wall_s") or 0.0) for r in runs) / 3600.0,
+        study_seed=int(tuning["seed"]) if tuning.get("seed") is not None else None)
 
 
 def _by_method(folder: Path, manifest: dict[str, Any]) -> tuple[dict[str, list[dict[str, Any]]], dict[str, Any]]:

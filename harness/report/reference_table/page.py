@@ -17,7 +17,9 @@ CAPTION = ("Each cell: the method's best settings from its study (equal trials p
            "((n=k): fewer than 5 seeds). Bold: not significantly below the column's best (paired t over seeds, α = "
            f"{stats.ALPHA:g}). {marks.FAILED.format('k')}: seed k's selected validation value lies more than "
            f"{marks.MADS:g} scaled MADs, and at least {marks.MIN_GAP:g} points or {marks.MIN_ITEMS} validation items' "
-           f"worth, below the median of the row's other seeds; {marks.BELOW_FLOOR}: below the set's no-training "
+           f"worth, below the median of the row's other seeds; {marks.SEED_ONLY.format('k')}: the study's best "
+           "validation value, trained with its seed k, lies as far above the median of the other seeds' values with "
+           f"the settings it chose; {marks.BELOW_FLOOR}: below the set's no-training "
            "row; [budget not converged]: the row's best validation value still rose over the last quarter of its "
            "trials. – : the method does not apply to the set, or has no results yet.")
 DIFF_NOTE = ("Differences on test, over the seeds both rows were trained with: mean of the per-seed differences and "
