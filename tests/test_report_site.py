@@ -351,6 +351,24 @@ def test_a_renamed_header_or_a_marked_row_leaves_the_page_correct(monkeypatch):
     assert "dataset.images=[64, 20, 100]" in note[-1]
 
 
+def test_a_reading_about_a_folder_s_other_sets_is_not_linked(tmp_path):
+    """A reading that names results/reference/qmul_shoes says nothing of results/reference/wikipedia; one that
+    names the folder above and this set does."""
+    (tmp_path / "docs" / "results").mkdir(parents=True)
+    (tmp_path / "docs" / "results" / "sketch.md").write_text("results/reference/qmul_shoes/qmul_shoes is one set\n")
+    (tmp_path / "docs" / "results" / "text.md").write_text("the sets of results/reference: wikipedia and more\n")
+    for name in ("qmul_shoes", "wikipedia", "synthetic"):
+        (tmp_path / "results" / "reference" / name / name).mkdir(parents=True)
+
+    def found(name: str) -> list[str]:
+        rs = result_sets.ResultSet(name, tmp_path / "results" / "reference" / name / name, name, [])
+        return [p.name for p in readings.readings(rs)]
+
+    assert found("qmul_shoes") == ["sketch.md"]
+    assert found("wikipedia") == ["text.md"]
+    assert found("synthetic") == []
+
+
 def test_pages_show_the_folder_s_notes_and_link_their_readings(runs, built):
     (rs,) = result_sets.find_sets([runs])
     assert rs.name == "results/tiny"

@@ -37,8 +37,9 @@ def project_root(folder: Path) -> Path | None:
 def readings(rs: ResultSet) -> list[Path]:
     """The pages of ``docs/results/`` (not the generated ``tasks/``) that mention the set's folder (a path such as
     ``results/gpu/coco_shapes``, alone or before a '/'); when none does, those that mention the nearest folder
-    above it (``results/gpu``), short of the top results folder, preferring those that also name the folder
-    itself (``coco_shapes``)."""
+    above it (``results/gpu``), short of the top results folder, and also name the folder itself
+    (``coco_shapes``): a page about some of a folder's sets (``results/reference/qmul_shoes``) says nothing of
+    its others."""
     home = project_root(rs.folder)
     if home is None:
         return []
@@ -49,7 +50,7 @@ def readings(rs: ResultSet) -> list[Path]:
         mention = re.compile(rf"(?<![\w.-]){re.escape(where.as_posix())}(?![\w-]|\.\w)")
         found = [p for p, text in texts.items() if mention.search(text)]
         if found and where != rel:  # of those about the folder above, the ones that name this folder too
-            found = [p for p in found if name.search(texts[p])] or found
+            found = [p for p in found if name.search(texts[p])]
         if found:
             return found
     return []
